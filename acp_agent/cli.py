@@ -1,0 +1,116 @@
+"""Command line: ``acp-agent [--model ...]`` speaks ACP over stdin/stdout."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from . import __version__
+
+DESCRIPTION = """\
+An Agent Client Protocol (ACP) agent. Editors start it as a subprocess and speak
+JSON-RPC to it over stdin/stdout; stdout carries nothing but protocol messages.
+With no provider configured it runs the offline built-in model (no key, no network)."""
+
+EPILOG = """\
+environment:
+  OPENAI_API_KEY, OPENAI_BASE_URL        used by --model openai:<model>
+  ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL  used by --model anthropic:<model>
+  ACP_AGENT_MODEL, ACP_AGENT_STATE_DIR, ACP_AGENT_LOG_LEVEL, ACP_AGENT_LOG_FILE,
+  ACP_AGENT_DEFAULT_MODE                 the same as the flags below
+precedence: flags > environment > config file > defaults"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="acp-agent",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"acp-agent {__version__}")
+    p.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="offline | openai:<model> | anthropic:<model> (default: offline)",
+    )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="endpoint of the model's provider, e.g. an OpenAI-compatible server "
+        "(Ollama, vLLM, llama.cpp, LM Studio, OpenRouter)",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML configuration file (default: $XDG_CONFIG_HOME/acp-agent/config.toml)",
+    )
+    p.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where sessions are stored (default: $XDG_STATE_HOME/acp-agent)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["ask", "accept-edits", "plan", "bypass"],
+        help="default permission mode of new sessions (default: ask)",
+    )
+    p.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error", "critical"],
+        help="log verbosity; logs go to stderr or --log-file (default: warning)",
+    )
+    p.add_argument("--log-file", metavar="FILE", help="append logs to FILE instead of stderr")
+    return p
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if args.model:
+        out["model"] = args.model
+    if args.state_dir:
+        out["state-dir"] = args.state_dir
+    if args.mode:
+        out["default-mode"] = args.mode
+    if args.log_level:
+        out["log-level"] = args.log_level
+    if args.log_file:
+        out["log-file"] = args.log_file
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    # Editors usually pass no flags: skip argparse's import then (start-up matters).
+    args = build_parser().parse_args(argv) if argv else None
+    from . import config as config_mod
+    from . import log
+
+    overrides = _overrides(args) if args else {}
+    config_file = args.config if args else None
+    try:
+        cfg = config_mod.load(config_file, overrides=overrides)
+        if args and args.base_url:
+            if cfg.provider not in ("openai", "anthropic"):
+                raise config_mod.ConfigError("--base-url needs --model openai:<m> or anthropic:<m>")
+            overrides[cfg.provider] = {"base-url": args.base_url}
+            cfg = config_mod.load(config_file, overrides=overrides)
+    except config_mod.ConfigError as exc:
+        sys.stderr.write(f"acp-agent: {exc}\n")
+        raise SystemExit(2) from None
+    log.configure(cfg.log_level, cfg.log_file)
+
+    import asyncio
+
+    from .server import serve
+
+    code = 0
+    try:
+        asyncio.run(serve(cfg))
+    except KeyboardInterrupt:
+        code = 130
+    # Exit now: never wait for background threads (e.g. a provider SDK still importing).
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,83 @@
+"""The editor, as the agent sees it: typed calls to the client's methods.
+
+:class:`Client` is the seam the turn engine and tools talk through (tests pass a
+recording fake); :class:`ClientProxy` implements it over a :class:`Connection` and
+refuses to call any method whose capability the client did not advertise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from .errors import MethodNotFound
+from .protocol import types as t
+from .rpc.connection import Connection
+
+
+class Client(Protocol):
+    @property
+    def capabilities(self) -> t.ClientCapabilities: ...
+
+    def allows(self, method: str) -> bool:
+        """Whether the client advertised the capability that ``method`` needs."""
+        ...
+
+    async def session_update(self, session_id: str, update: t.SessionUpdate) -> None: ...
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: t.ToolCallUpdate,
+        options: Sequence[t.PermissionOption],
+    ) -> t.RequestPermissionOutcome: ...
+
+    async def call(self, method: str, params: Any, result_type: type[Any]) -> Any:
+        """Any other client method (fs/*, terminal/*), gated by capability."""
+        ...
+
+
+_CAPABILITY_GATES = {
+    "fs/read_text_file": lambda c: bool(c.fs and c.fs.read_text_file),
+    "fs/write_text_file": lambda c: bool(c.fs and c.fs.write_text_file),
+    "terminal/create": lambda c: bool(c.terminal),
+    "terminal/output": lambda c: bool(c.terminal),
+    "terminal/wait_for_exit": lambda c: bool(c.terminal),
+    "terminal/kill": lambda c: bool(c.terminal),
+    "terminal/release": lambda c: bool(c.terminal),
+}
+
+
+class ClientProxy:
+    def __init__(self, connection: Connection) -> None:
+        self._conn = connection
+        self.capabilities: t.ClientCapabilities = t.ClientCapabilities()
+
+    def allows(self, method: str) -> bool:
+        gate = _CAPABILITY_GATES.get(method)
+        return gate is None or gate(self.capabilities)
+
+    async def session_update(self, session_id: str, update: t.SessionUpdate) -> None:
+        await self._conn.notify(
+            "session/update", t.SessionNotification(session_id=session_id, update=update)
+        )
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: t.ToolCallUpdate,
+        options: Sequence[t.PermissionOption],
+    ) -> t.RequestPermissionOutcome:
+        response = await self._conn.request(
+            "session/request_permission",
+            t.RequestPermissionRequest(
+                session_id=session_id, tool_call=tool_call, options=list(options)
+            ),
+            t.RequestPermissionResponse,
+        )
+        return response.outcome
+
+    async def call(self, method: str, params: Any, result_type: type[Any]) -> Any:
+        if not self.allows(method):
+            raise MethodNotFound(f"the client did not advertise {method}")
+        return await self._conn.request(method, params, result_type)

@@ -1,0 +1,166 @@
+"""Configuration: defaults < TOML file < environment < command-line flags.
+
+The file format is the one documented in ``config.example.toml``. Unknown keys and
+wrong types are errors that name the key (``ConfigError``). Secrets are never stored
+here: the file names the environment variable that holds a key (``api_key_env``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import msgspec
+
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+ModeId = Literal["ask", "accept-edits", "plan", "bypass"]
+
+
+class ConfigError(Exception):
+    """A configuration value is wrong; the message names the key."""
+
+
+class _Section(
+    msgspec.Struct, forbid_unknown_fields=True, kw_only=True, rename="kebab", frozen=True
+):
+    pass
+
+
+class ProviderSettings(_Section, frozen=True):
+    """Endpoint settings for one provider family (``openai`` or ``anthropic``)."""
+
+    base_url: str | None = None
+    api_key_env: str | None = None
+    timeout: float = 600.0
+    connect_timeout: float = 10.0
+    headers: dict[str, str] = {}
+
+
+class ModelOverride(_Section, frozen=True):
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    input_price: float | None = None
+    output_price: float | None = None
+    cached_input_price: float | None = None
+    supports_images: bool | None = None
+
+
+class Limits(_Section, frozen=True):
+    max_turn_requests: int = 50
+    max_message_bytes: int = 256 * 1024 * 1024
+    max_retries: int = 4
+    retry_max_delay: float = 30.0
+    request_timeout: float = 900.0
+
+
+class Config(_Section, frozen=True):
+    model: str = "offline"
+    models: list[str] = []
+    thinking: Literal["off", "low", "medium", "high"] = "off"
+    default_mode: ModeId = "ask"
+    system_prompt: str | None = None
+    state_dir: str | None = None
+    log_level: LogLevel = "warning"
+    log_file: str | None = None
+    openai: ProviderSettings = ProviderSettings()
+    anthropic: ProviderSettings = ProviderSettings()
+    model_overrides: dict[str, ModelOverride] = {}
+    limits: Limits = Limits()
+    offline_script: str | None = None
+
+    @property
+    def provider(self) -> str:
+        return self.model.split(":", 1)[0]
+
+    @property
+    def model_name(self) -> str:
+        return self.model.split(":", 1)[1] if ":" in self.model else self.model
+
+
+ENV_VARS: Mapping[str, str] = {
+    "ACP_AGENT_MODEL": "model",
+    "ACP_AGENT_STATE_DIR": "state-dir",
+    "ACP_AGENT_LOG_LEVEL": "log-level",
+    "ACP_AGENT_LOG_FILE": "log-file",
+    "ACP_AGENT_DEFAULT_MODE": "default-mode",
+    "ACP_AGENT_OFFLINE_SCRIPT": "offline-script",
+}
+
+
+def default_config_path(env: Mapping[str, str] = os.environ) -> str:
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "acp-agent", "config.toml")
+
+
+def default_state_dir(env: Mapping[str, str] = os.environ) -> str:
+    base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "acp-agent")
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _convert(raw: Mapping[str, Any], source: str) -> Config:
+    try:
+        config = msgspec.convert(raw, Config, str_keys=True)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{source}: {_describe(str(exc))}") from None
+    validate(config, source)
+    return config
+
+
+def _describe(message: str) -> str:
+    # msgspec says e.g. "Object contains unknown field `foo` - at `$.limits`"
+    return message.replace("`$.", "`").replace("`$`", "the top level")
+
+
+def validate(config: Config, source: str = "config") -> None:
+    if config.provider not in ("offline", "openai", "anthropic"):
+        raise ConfigError(
+            f"{source}: `model` must be 'offline', 'openai:<model>' or 'anthropic:<model>',"
+            f" got {config.model!r}"
+        )
+    if config.provider != "offline" and not config.model_name:
+        raise ConfigError(f"{source}: `model` {config.model!r} names no model")
+    if config.limits.max_turn_requests < 1:
+        raise ConfigError(f"{source}: `limits.max-turn-requests` must be at least 1")
+    if config.limits.max_message_bytes < 1024:
+        raise ConfigError(f"{source}: `limits.max-message-bytes` must be at least 1024")
+
+
+def load(
+    path: str | None = None,
+    env: Mapping[str, str] = os.environ,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Build the configuration. ``path=None`` reads the user config file if it exists;
+    ``overrides`` holds command-line values (kebab-case keys, nested dicts)."""
+    merged: dict[str, Any] = {}
+    file = path or default_config_path(env)
+    if path or os.path.isfile(file):
+        import tomllib
+
+        try:
+            with open(file, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{file}: invalid TOML: {exc}") from None
+        _convert(data, file)  # report file errors against the file
+        merged = data
+    env_values = {key: env[name] for name, key in ENV_VARS.items() if env.get(name)}
+    if env_values:
+        _convert(_merge(merged, env_values), "environment")
+        merged = _merge(merged, env_values)
+    if overrides:
+        merged = _merge(merged, overrides)
+    return _convert(merged, "command line" if overrides else "config")

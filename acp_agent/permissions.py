@@ -1,0 +1,82 @@
+"""Session modes and the permission policy.
+
+=============  ===========================  =========================  ==========
+mode           reads                        edits                      commands
+=============  ===========================  =========================  ==========
+ask            run (inside roots)           ask                        ask
+accept-edits   run (inside roots)           run inside roots, else ask ask
+plan           run (inside roots)           refused                    refused
+bypass         run                          run                        run
+=============  ===========================  =========================  ==========
+
+Reads outside the session's roots ask in every mode but ``bypass``. "Always" answers
+are remembered per session under the tool's permission key.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+from .protocol import types as t
+
+if TYPE_CHECKING:
+    from .tools.base import Access
+
+Decision: TypeAlias = Literal["allow", "ask", "deny"]
+
+MODES: list[tuple[str, str, str]] = [
+    ("ask", "Ask", "Reads run freely; edits and commands ask for permission."),
+    ("accept-edits", "Accept edits", "Edits inside the workspace run; commands ask."),
+    ("plan", "Plan", "Read-only: the agent explores and plans; edits and commands are refused."),
+    ("bypass", "Bypass permissions", "Nothing asks for permission."),
+]
+MODE_IDS = [m[0] for m in MODES]
+
+ALLOW_ONCE = "allow_once"
+ALLOW_ALWAYS = "allow_always"
+REJECT_ONCE = "reject_once"
+REJECT_ALWAYS = "reject_always"
+
+
+def decide(mode: str, access: Access, inside: bool) -> Decision:
+    if access == "none" or mode == "bypass":
+        return "allow"
+    if access == "read":
+        return "allow" if inside else "ask"
+    if mode == "plan":
+        return "deny"
+    if access == "write" and mode == "accept-edits" and inside:
+        return "allow"
+    return "ask"
+
+
+def permission_options() -> list[t.PermissionOption]:
+    return [
+        t.PermissionOption(option_id=ALLOW_ONCE, name="Allow", kind="allow_once"),
+        t.PermissionOption(option_id=ALLOW_ALWAYS, name="Always allow", kind="allow_always"),
+        t.PermissionOption(option_id=REJECT_ONCE, name="Reject", kind="reject_once"),
+        t.PermissionOption(option_id=REJECT_ALWAYS, name="Always reject", kind="reject_always"),
+    ]
+
+
+class Rules:
+    """Remembered "always" answers, keyed by permission key."""
+
+    def __init__(self) -> None:
+        self.allowed: set[str] = set()
+        self.rejected: set[str] = set()
+
+    def lookup(self, key: str) -> Decision | None:
+        if key in self.rejected:
+            return "deny"
+        if key in self.allowed:
+            return "allow"
+        return None
+
+    def remember(self, key: str, option_id: str) -> None:
+        if option_id == ALLOW_ALWAYS:
+            self.allowed.add(key)
+            self.rejected.discard(key)
+        elif option_id == REJECT_ALWAYS:
+            self.rejected.add(key)
+            self.allowed.discard(key)

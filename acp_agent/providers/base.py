@@ -1,0 +1,181 @@
+"""The provider seam: a provider-neutral conversation and one closed union of stream events.
+
+Providers know nothing of ACP. The turn engine builds a :class:`ModelRequest` from the
+session history, calls :meth:`ModelProvider.stream`, and consumes :data:`StreamEvent`
+values. Vendor bookkeeping (argument fragments keyed by index, content-block indices,
+SSE framing) stays inside each provider: the turn engine only ever sees complete tool
+calls (:class:`ToolCallReady`).
+
+History types are msgspec Structs with a ``kind`` tag so the session store can persist
+them as they are.
+
+Errors: a provider raises :class:`acp_agent.errors.ProviderError` subclasses (never a
+vendor exception). ``asyncio.CancelledError`` always propagates untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal, Protocol, TypeAlias
+
+import msgspec
+
+# --------------------------------------------------------------------------- history
+
+
+class TextPart(msgspec.Struct, tag_field="kind", tag="text", frozen=True):
+    text: str
+
+
+class ImagePart(msgspec.Struct, tag_field="kind", tag="image", frozen=True):
+    data: str  # base64
+    mime_type: str
+
+
+class ThinkingPart(msgspec.Struct, tag_field="kind", tag="thinking", frozen=True):
+    """Model reasoning. ``signature`` is the vendor's opaque proof (Anthropic) that must be
+    sent back unchanged with the block; ``None`` when the vendor has none."""
+
+    text: str
+    signature: str | None = None
+
+
+class RedactedThinkingPart(msgspec.Struct, tag_field="kind", tag="redacted_thinking", frozen=True):
+    data: str
+
+
+class ToolCallPart(msgspec.Struct, tag_field="kind", tag="tool_call", frozen=True):
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+UserPart: TypeAlias = TextPart | ImagePart
+AssistantPart: TypeAlias = TextPart | ThinkingPart | RedactedThinkingPart | ToolCallPart
+
+
+class UserMessage(msgspec.Struct, tag_field="role", tag="user", frozen=True):
+    parts: list[UserPart]
+
+
+class AssistantMessage(msgspec.Struct, tag_field="role", tag="assistant", frozen=True):
+    parts: list[AssistantPart]
+
+
+class ToolResultMessage(msgspec.Struct, tag_field="role", tag="tool", frozen=True):
+    """The result of one tool call, fed back to the model."""
+
+    call_id: str
+    name: str
+    parts: list[UserPart]
+    is_error: bool = False
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+
+
+class ToolSpec(msgspec.Struct, frozen=True):
+    """A tool offered to the model: ``parameters`` is a JSON Schema object."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+ThinkingLevel: TypeAlias = Literal["off", "low", "medium", "high"]
+
+
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = []
+    max_tokens: int | None = None
+    thinking: ThinkingLevel = "off"
+
+
+# --------------------------------------------------------------------------- stream events
+
+
+class TextDelta(msgspec.Struct, tag_field="event", tag="text", frozen=True):
+    text: str
+
+
+class ThinkingDelta(msgspec.Struct, tag_field="event", tag="thinking", frozen=True):
+    text: str
+
+
+class ThinkingSignature(msgspec.Struct, tag_field="event", tag="thinking_signature", frozen=True):
+    """Closes the current thinking block with the vendor's signature."""
+
+    signature: str
+
+
+class RedactedThinking(msgspec.Struct, tag_field="event", tag="redacted_thinking", frozen=True):
+    data: str
+
+
+class ToolCallStarted(msgspec.Struct, tag_field="event", tag="tool_call_started", frozen=True):
+    """Early notice that the model began a tool call (arguments still streaming)."""
+
+    call_id: str
+    name: str
+
+
+class ToolCallReady(msgspec.Struct, tag_field="event", tag="tool_call", frozen=True):
+    """A complete tool call. ``error`` is set (and ``arguments`` empty) when the model's
+    argument text was not a JSON object; the turn reports that back to the model."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    error: str | None = None
+
+
+class UsageReport(msgspec.Struct, tag_field="event", tag="usage", frozen=True, kw_only=True):
+    """Token counts for the whole request (not a delta). ``input_tokens`` includes cached ones."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_read_tokens: int = 0
+    cached_write_tokens: int = 0
+    thought_tokens: int = 0
+
+
+FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "refusal"]
+
+
+class Finished(msgspec.Struct, tag_field="event", tag="finished", frozen=True):
+    reason: FinishReason
+
+
+StreamEvent: TypeAlias = (
+    TextDelta
+    | ThinkingDelta
+    | ThinkingSignature
+    | RedactedThinking
+    | ToolCallStarted
+    | ToolCallReady
+    | UsageReport
+    | Finished
+)
+
+
+# --------------------------------------------------------------------------- the interface
+
+
+class ModelProvider(Protocol):
+    """One model behind one wire format.
+
+    ``stream`` is an async generator: it yields events for one model request and ends
+    after :class:`Finished`. A stream that ends without ``Finished`` is a broken stream
+    and the provider raises :class:`~acp_agent.errors.ProviderStreamError` instead.
+    """
+
+    @property
+    def name(self) -> str:
+        """``"<provider>:<model>"``, e.g. ``"openai:gpt-4.1"``."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...
+
+    async def aclose(self) -> None: ...

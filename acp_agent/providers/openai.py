@@ -1,0 +1,416 @@
+"""OpenAI Chat Completions streaming, for api.openai.com and any OpenAI-compatible server
+(Ollama, vLLM, llama.cpp, LM Studio, OpenRouter), through the official ``openai`` SDK.
+
+The SDK is imported on first :meth:`OpenAIProvider.stream`, never at module import: it
+costs about a second and the agent must answer ``initialize`` long before. The SDK never
+retries (``max_retries=0``); the turn engine does, using ``ProviderHTTPError.retry_after``.
+
+The helpers at the bottom (:func:`relay`, :func:`map_sdk_error`, :func:`parse_retry_after`,
+:func:`parse_tool_arguments`) serve the Anthropic provider too: both SDKs share one shape.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+
+from ..errors import (
+    ProviderAuthError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderStreamError,
+)
+from .base import (
+    AssistantMessage,
+    Finished,
+    FinishReason,
+    ImagePart,
+    ModelRequest,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ThinkingDelta,
+    ToolCallPart,
+    ToolCallReady,
+    ToolCallStarted,
+    ToolResultMessage,
+    UsageReport,
+    UserMessage,
+    UserPart,
+)
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI, AsyncStream
+    from openai.types.chat import ChatCompletionChunk
+    from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
+    from openai.types.completion_usage import CompletionUsage
+
+PLACEHOLDER_KEY = "no-key"  # local OpenAI-compatible servers want some bearer token, not a real one
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "refusal",
+}
+# Official models that take ``reasoning_effort``: o1/o3/o4-mini..., gpt-5* except gpt-5-chat.
+_REASONING_MODEL = re.compile(r"^(o\d|gpt-5(?!.*-chat))")
+
+
+class OpenAIProvider:
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        default_headers: dict[str, str] | None = None,
+    ) -> None:
+        self.model = model
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        self._base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._official = self._base_url is None or "api.openai.com" in self._base_url
+        self._timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._headers = default_headers
+        self._client: AsyncOpenAI | None = None
+
+    @property
+    def name(self) -> str:
+        return f"openai:{self.model}"
+
+    def _ensure_client(self) -> AsyncOpenAI:
+        if self._client is None:
+            if self._api_key is None and self._base_url is None:
+                raise ProviderAuthError(
+                    "No OpenAI API key: set OPENAI_API_KEY (or a base URL for a local server)"
+                )
+            import openai
+
+            self._client = openai.AsyncOpenAI(
+                api_key=self._api_key or PLACEHOLDER_KEY,
+                base_url=self._base_url,
+                timeout=openai.Timeout(self._timeout, connect=self._connect_timeout),
+                max_retries=0,
+                default_headers=self._headers,
+            )
+        return self._client
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai_messages(request),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+        if request.max_tokens is not None:
+            key = "max_completion_tokens" if self._official else "max_tokens"
+            params[key] = request.max_tokens
+        if request.thinking != "off" and self._official and _REASONING_MODEL.match(self.model):
+            params["reasoning_effort"] = request.thinking
+        return params
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        async def open_stream() -> AsyncStream[ChatCompletionChunk]:
+            client = self._ensure_client()
+            stream: AsyncStream[ChatCompletionChunk]
+            stream = await client.chat.completions.create(**self.request_params(request))
+            return stream
+
+        return relay(open_stream, _ChunkAssembler(), _map_error)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+# --------------------------------------------------------------------------- stream assembly
+
+
+@dataclass
+class _Call:
+    server_id: str | None = None
+    call_id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class _ChunkAssembler:
+    """Turns chunks into events; keeps tool-call fragments (keyed by ``index``) until the end."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.reason: FinishReason | None = None
+        self.refused = False
+        self.usage: UsageReport | None = None
+        self.calls: list[_Call] = []
+        self.by_index: dict[int, _Call] = {}
+
+    def feed(self, chunk: ChatCompletionChunk) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        for choice in chunk.choices or ():
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            # vLLM/DeepSeek send ``reasoning_content``; Ollama/OpenRouter ``reasoning``.
+            thought = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+            if isinstance(thought, str) and thought:
+                events.append(ThinkingDelta(thought))
+            if delta.content:
+                events.append(TextDelta(delta.content))
+            if delta.refusal:
+                self.refused = True
+                events.append(TextDelta(delta.refusal))
+            for fragment in delta.tool_calls or ():
+                self._tool_fragment(fragment, events)
+            if choice.finish_reason:
+                self.reason = _FINISH.get(choice.finish_reason, "stop")
+        self.started = self.started or bool(events)
+        return events
+
+    def _tool_fragment(self, frag: ChoiceDeltaToolCall, events: list[StreamEvent]) -> None:
+        index = frag.index if frag.index is not None else len(self.calls)
+        call = self.by_index.get(index)
+        # Some servers reuse index 0 for every call: a new id means a new call.
+        if call is None or (frag.id and call.server_id and frag.id != call.server_id):
+            call = self.by_index[index] = _Call()
+            self.calls.append(call)
+        if frag.id and not call.server_id:
+            call.server_id = frag.id
+        if frag.function is not None:
+            if frag.function.arguments:
+                call.arguments.append(frag.function.arguments)
+            if frag.function.name and not call.name:
+                call.name = frag.function.name
+                call.call_id = call.server_id or _new_call_id()
+                events.append(ToolCallStarted(call.call_id, call.name))
+
+    def finish(self) -> list[StreamEvent]:
+        if self.reason is None:
+            raise ProviderStreamError("OpenAI stream ended without a finish reason")
+        events: list[StreamEvent] = []
+        for call in self.calls:
+            arguments, error = parse_tool_arguments("".join(call.arguments))
+            if not call.name:
+                arguments, error = {}, "the model sent a tool call without a name"
+            call_id = call.call_id or call.server_id or _new_call_id()
+            events.append(ToolCallReady(call_id, call.name, arguments, error))
+        if self.usage is not None:
+            events.append(self.usage)
+        reason = self.reason
+        if self.refused:
+            reason = "refusal"
+        elif self.calls and reason == "stop":  # Ollama and others finish tool calls with "stop"
+            reason = "tool_calls"
+        events.append(Finished(reason))
+        return events
+
+
+def _new_call_id() -> str:  # for servers that send no call id
+    return f"call_{os.urandom(12).hex()}"
+
+
+def _map_error(exc: Exception, started: bool) -> ProviderError:
+    return map_sdk_error(exc, "OpenAI", started=started)
+
+
+def _usage(u: CompletionUsage) -> UsageReport:
+    prompt = u.prompt_tokens_details
+    completion = u.completion_tokens_details
+    return UsageReport(
+        input_tokens=u.prompt_tokens or 0,
+        output_tokens=u.completion_tokens or 0,
+        cached_read_tokens=(prompt.cached_tokens or 0) if prompt else 0,
+        thought_tokens=(completion.reasoning_tokens or 0) if completion else 0,
+    )
+
+
+# --------------------------------------------------------------------------- history
+
+
+def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    images: list[dict[str, Any]] = []  # from tool results: sent after the run of tool messages
+    for message in request.messages:
+        if images and not isinstance(message, ToolResultMessage):
+            out.append({"role": "user", "content": images})
+            images = []
+        if isinstance(message, UserMessage):
+            out.append({"role": "user", "content": _user_content(message.parts)})
+        elif isinstance(message, AssistantMessage):
+            out.append(_assistant(message))
+        else:
+            text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
+            pictures = [_image(p) for p in message.parts if isinstance(p, ImagePart)]
+            if pictures:
+                text += f"\n[{len(pictures)} image(s) attached in the next user message]"
+                label = f"Images returned by tool call {message.call_id} ({message.name}):"
+                images += [{"type": "text", "text": label}, *pictures]
+            out.append({"role": "tool", "tool_call_id": message.call_id, "content": text})
+    if images:
+        out.append({"role": "user", "content": images})
+    return out
+
+
+def _image(part: ImagePart) -> dict[str, Any]:
+    url = f"data:{part.mime_type};base64,{part.data}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _user_content(parts: list[UserPart]) -> str | list[dict[str, Any]]:
+    if len(parts) == 1 and isinstance(parts[0], TextPart):
+        return parts[0].text  # plain string: the form every compatible server accepts
+    return [
+        {"type": "text", "text": p.text} if isinstance(p, TextPart) else _image(p) for p in parts
+    ]
+
+
+def _assistant(message: AssistantMessage) -> dict[str, Any]:
+    text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
+    calls = [
+        {
+            "id": p.call_id,
+            "type": "function",
+            "function": {"name": p.name, "arguments": msgspec.json.encode(p.arguments).decode()},
+        }
+        for p in message.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    if not calls:
+        return {"role": "assistant", "content": text}
+    return {"role": "assistant", "content": text or None, "tool_calls": calls}
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+class _Source(Protocol):
+    """An SDK stream: async-iterable and closable."""
+
+    def __aiter__(self) -> AsyncIterator[Any]: ...
+
+    async def close(self) -> None: ...
+
+
+class _Assembler(Protocol):
+    started: bool  # events were produced, so a failure now breaks a started answer
+
+    def feed(self, item: Any) -> list[StreamEvent]: ...
+
+    def finish(self) -> list[StreamEvent]: ...
+
+
+async def relay(
+    open_stream: Callable[[], Awaitable[_Source]],
+    assembler: _Assembler,
+    map_error: Callable[[Exception, bool], ProviderError],
+) -> AsyncIterator[StreamEvent]:
+    """Open an SDK stream, feed its items to ``assembler`` and yield the events; vendor errors
+    are translated with ``map_error``. The SDK stream is closed on every exit, cancellation
+    included, which closes the HTTP connection of an unfinished response."""
+    try:
+        source = await open_stream()
+    except ProviderError:
+        raise
+    except Exception as exc:
+        raise map_error(exc, False) from exc
+    try:
+        iterator = aiter(source)
+        while True:
+            try:
+                events = assembler.feed(await anext(iterator))
+            except StopAsyncIteration:
+                break
+            except Exception as exc:
+                raise map_error(exc, assembler.started) from exc
+            for event in events:
+                yield event
+    finally:
+        await source.close()
+    for event in assembler.finish():
+        yield event
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds or HTTP date)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                pass
+    value = headers.get("retry-after")
+    import email.utils  # only on this rare path: it costs ~20 ms to import
+
+    try:
+        when = email.utils.parsedate_to_datetime(value) if value else None
+    except (TypeError, ValueError):
+        return None
+    return None if when is None else max(0.0, when.timestamp() - time.time())
+
+
+def parse_tool_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """The argument object, or ``({}, error)`` when the text is not a JSON object."""
+    if not text.strip():
+        return {}, None
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        return {}, f"tool arguments are not valid JSON ({exc}): {text[:200]}"
+    if not isinstance(value, dict):
+        return {}, f"tool arguments must be a JSON object, got: {text[:200]}"
+    return value, None
+
+
+def map_sdk_error(exc: Exception, vendor: str, *, started: bool) -> ProviderError:
+    """Translate an ``openai``/``anthropic`` SDK (or httpx) exception. ``started``: events were
+    already yielded, so a broken connection is a broken stream rather than a failed request.
+
+    Matched by class name so it holds for either SDK and its transport (httpx or httpx2)
+    without importing them here."""
+    kinds = {cls.__name__ for cls in type(exc).__mro__}
+    status = getattr(exc, "status_code", None)
+    response = getattr(exc, "response", None)
+    if "APIStatusError" in kinds and isinstance(status, int) and response is not None:
+        message = f"{vendor} HTTP {status}: {getattr(exc, 'message', exc)}"
+        if status in (401, 403):
+            return ProviderAuthError(message, status)
+        try:
+            body = response.text
+        except Exception:  # the body was never read
+            body = ""
+        return ProviderHTTPError(message, status, body, parse_retry_after(response.headers))
+    timed_out = bool(kinds & {"APITimeoutError", "TimeoutException"})
+    if timed_out or kinds & {"APIConnectionError", "TransportError"}:
+        what = "timed out" if timed_out else f"failed: {exc.__cause__ or exc}"
+        if started:  # a stall or a cut after output: the answer is broken, not retryable as is
+            return ProviderStreamError(f"{vendor} stream {what}")
+        return ProviderConnectionError(f"{vendor} request {what}")
+    return ProviderStreamError(f"{vendor} stream failed: {type(exc).__name__}: {exc}")

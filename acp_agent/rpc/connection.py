@@ -1,0 +1,384 @@
+"""A JSON-RPC 2.0 endpoint: reads lines, dispatches them, writes replies.
+
+It knows JSON-RPC, not ACP: no sessions, no turns. Every inbound request runs in its own
+task, so a long request never blocks notifications, other requests, or the responses to
+our own outgoing requests. Notifications run as tasks too, started in arrival order;
+asyncio runs new tasks first-in first-out, so a handler's code before its first ``await``
+runs before any message that arrived after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+import msgspec
+from msgspec import UNSET, Raw, UnsetType
+
+from .. import log
+from ..errors import (
+    AcpError,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    ParseError,
+    RemoteError,
+    RequestCancelled,
+)
+from .framing import LineSink, LineSource, Oversized
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+RequestId = int | str | None
+
+CANCEL_REQUEST = "$/cancel_request"
+
+
+class Route(Generic[P]):
+    """How to handle one method.
+
+    ``on_cancel`` lets a request handle ``$/cancel_request`` itself (it must still answer);
+    without it the handler task is cancelled and the request answered with -32800.
+    """
+
+    __slots__ = ("handler", "notification", "on_cancel", "params_type")
+
+    def __init__(
+        self,
+        params_type: type[P],
+        handler: Callable[[P], Awaitable[Any]],
+        notification: bool = False,
+        on_cancel: Callable[[P], None] | None = None,
+    ) -> None:
+        self.params_type = params_type
+        self.handler = handler
+        self.notification = notification
+        self.on_cancel = on_cancel
+
+
+class ConnectionClosed(Exception):
+    """The peer went away while we waited for its answer."""
+
+
+class _Envelope(msgspec.Struct):
+    jsonrpc: Any = UNSET
+    id: Any = UNSET
+    method: Any = UNSET
+    params: Raw | UnsetType = UNSET
+    result: Raw | UnsetType = UNSET
+    error: Any = UNSET
+
+
+class _Request(msgspec.Struct):
+    jsonrpc: str
+    id: RequestId
+    method: str
+    params: Any
+
+
+class _Notification(msgspec.Struct):
+    jsonrpc: str
+    method: str
+    params: Any
+
+
+class _Result(msgspec.Struct):
+    jsonrpc: str
+    id: RequestId
+    result: Any
+
+
+class _Error(msgspec.Struct):
+    jsonrpc: str
+    id: RequestId
+    error: dict[str, Any]
+
+
+class _ErrorObject(msgspec.Struct):
+    code: int
+    message: str
+    data: Any = None
+
+
+class _CancelParams(msgspec.Struct):
+    requestId: RequestId
+
+
+_envelope_decoder = msgspec.json.Decoder(_Envelope)
+_error_decoder = msgspec.json.Decoder(_ErrorObject)
+_cancel_decoder = msgspec.json.Decoder(_CancelParams)
+_NULL = b"null"
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (type(value) is int) or isinstance(value, str)
+
+
+def _key(request_id: RequestId) -> tuple[type, RequestId]:
+    # 1 and "1" are different ids; the type keeps them apart.
+    return (type(request_id), request_id)
+
+
+class _InFlight:
+    __slots__ = ("cancel_requested", "params", "route", "task")
+
+    def __init__(self, task: asyncio.Task[None], route: Route[Any], params: Any) -> None:
+        self.task = task
+        self.route = route
+        self.params = params
+        self.cancel_requested = False
+
+
+class Connection:
+    def __init__(
+        self,
+        reader: LineSource,
+        writer: LineSink,
+        routes: Mapping[str, Route[Any]] | None = None,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.routes: dict[str, Route[Any]] = dict(routes or {})
+        self._decoders: dict[type, msgspec.json.Decoder[Any]] = {}
+        self._encoder = msgspec.json.Encoder()
+        self._inflight: dict[tuple[type, RequestId], _InFlight] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._pending: dict[int, tuple[asyncio.Future[Raw], type]] = {}
+        self._ids = itertools.count()
+        self._closed = False
+
+    # ------------------------------------------------------------------ serving
+
+    async def serve(self) -> None:
+        """Read and dispatch until end of input (then see :meth:`close`)."""
+        while True:
+            line = await self._reader.readline()
+            if line is None:
+                return
+            self._dispatch(line)
+
+    async def close(self, grace: float = 0.3) -> None:
+        """Stop: outgoing requests fail at once, handlers get ``grace`` seconds to answer
+        (a cancelled turn still sends its ``cancelled``), then the rest are cancelled."""
+        if self._closed:
+            return
+        for fut, _ in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionClosed("connection closed"))
+        self._pending.clear()
+        tasks = [t for t in self._tasks if not t.done()]
+        if tasks and grace > 0:
+            await asyncio.wait(tasks, timeout=grace)
+        self._closed = True
+        tasks = [t for t in self._tasks if not t.done()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=0.5)
+
+    def _dispatch(self, line: bytes | Oversized) -> None:
+        if isinstance(line, Oversized):
+            self._send_error(None, InvalidRequest(f"Message too large ({line.size} bytes)"))
+            return
+        if not line.isascii():
+            try:
+                line.decode("utf-8")  # msgspec does not check the UTF-8 of skipped values
+            except UnicodeDecodeError as exc:
+                self._send_error(
+                    None, ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}")
+                )
+                return
+        try:
+            env = _envelope_decoder.decode(line)
+        except msgspec.ValidationError:
+            self._send_error(None, InvalidRequest("Invalid request: not a JSON object"))
+            return
+        except msgspec.DecodeError as exc:
+            self._send_error(None, ParseError(f"Parse error: {exc}"))
+            return
+        has_id = env.id is not UNSET
+        if env.method is not UNSET:
+            if env.jsonrpc != "2.0":
+                self._send_error(
+                    env.id if has_id and _valid_id(env.id) else None,
+                    InvalidRequest('Invalid request: "jsonrpc" must be "2.0"'),
+                )
+            elif not isinstance(env.method, str):
+                self._send_error(
+                    env.id if has_id and _valid_id(env.id) else None,
+                    InvalidRequest('Invalid request: "method" must be a string'),
+                )
+            elif not has_id:
+                self._on_notification(env.method, env.params)
+            elif not _valid_id(env.id):
+                self._send_error(
+                    None,
+                    InvalidRequest('Invalid request: "id" must be a string, an integer or null'),
+                )
+            else:
+                self._on_request(env.id, env.method, env.params)
+        elif env.result is not UNSET or env.error is not UNSET:
+            self._on_response(env)
+        else:
+            self._send_error(
+                env.id if has_id and _valid_id(env.id) else None,
+                InvalidRequest("Invalid request: no method, result or error"),
+            )
+
+    def _decode_params(self, route: Route[Any], raw: Raw | UnsetType) -> Any:
+        dec = self._decoders.get(route.params_type)
+        if dec is None:
+            dec = self._decoders[route.params_type] = msgspec.json.Decoder(route.params_type)
+        try:
+            return dec.decode(_NULL if raw is UNSET else raw)
+        except msgspec.ValidationError as exc:
+            raise InvalidParams(f"Invalid params: {exc}") from None
+        except msgspec.DecodeError as exc:
+            raise ParseError(f"Parse error: {exc}") from None
+
+    def _on_request(self, request_id: RequestId, method: str, raw: Raw | UnsetType) -> None:
+        route = self.routes.get(method)
+        if route is None or route.notification:
+            self._send_error(request_id, MethodNotFound(f"Method not found: {method}"))
+            return
+        try:
+            params = self._decode_params(route, raw)
+        except AcpError as exc:
+            self._send_error(request_id, exc)
+            return
+        key = _key(request_id)
+        if key in self._inflight:
+            self._send_error(request_id, InvalidRequest("Invalid request: duplicate request id"))
+            return
+        task = asyncio.create_task(self._run_request(request_id, route, params))
+        self._inflight[key] = _InFlight(task, route, params)
+        self._track(task)
+
+    async def _run_request(self, request_id: RequestId, route: Route[Any], params: Any) -> None:
+        key = _key(request_id)
+        try:
+            with log.bound(request_id=request_id):
+                result = await route.handler(params)
+        except asyncio.CancelledError:
+            entry = self._inflight.get(key)
+            if entry is not None and entry.cancel_requested and not self._closed:
+                self._send_error(request_id, RequestCancelled())
+                return
+            raise
+        except AcpError as exc:
+            self._send_error(request_id, exc)
+        except Exception:
+            log.exception("request handler failed", method=_method_of(route, self.routes))
+            self._send_error(request_id, InternalError())
+        else:
+            self._send(_Result("2.0", request_id, {} if result is None else result))
+        finally:
+            self._inflight.pop(key, None)
+
+    def _on_notification(self, method: str, raw: Raw | UnsetType) -> None:
+        if method == CANCEL_REQUEST:
+            self._on_cancel_request(raw)
+            return
+        route = self.routes.get(method)
+        if route is None or not route.notification:
+            return  # unknown notifications are ignored, never answered
+        try:
+            params = self._decode_params(route, raw)
+        except AcpError as exc:
+            log.warning("invalid notification params", method=method, error=exc.message)
+            return
+        self._track(asyncio.create_task(self._run_notification(method, route, params)))
+
+    async def _run_notification(self, method: str, route: Route[Any], params: Any) -> None:
+        try:
+            await route.handler(params)
+        except Exception:
+            log.exception("notification handler failed", method=method)
+
+    def _on_cancel_request(self, raw: Raw | UnsetType) -> None:
+        try:
+            request_id = _cancel_decoder.decode(_NULL if raw is UNSET else raw).requestId
+        except msgspec.ValidationError:
+            return
+        entry = self._inflight.get(_key(request_id))
+        if entry is None or entry.task.done():
+            return  # already answered: nothing more to send
+        if entry.route.on_cancel is not None:
+            entry.route.on_cancel(entry.params)
+        else:
+            entry.cancel_requested = True
+            entry.task.cancel()
+
+    def _track(self, task: asyncio.Task[None]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ outgoing
+
+    def _send(self, message: Any) -> None:
+        if self._closed and not isinstance(message, (_Result, _Error)):
+            return
+        self._writer.write_line(self._encoder.encode(message) + b"\n")
+
+    def _send_error(self, request_id: RequestId, exc: AcpError) -> None:
+        self._send(_Error("2.0", request_id, exc.to_dict()))
+
+    async def notify(self, method: str, params: Any) -> None:
+        """Send a notification (waits only when the peer is not reading fast enough)."""
+        if self._closed:
+            return
+        self._writer.write_line(self._encoder.encode(_Notification("2.0", method, params)) + b"\n")
+        await self._writer.drain()
+
+    async def request(self, method: str, params: Any, result_type: type[R]) -> R:
+        """Send a request and wait for its result; a cancel of the waiter is passed on to
+        the peer with ``$/cancel_request``."""
+        if self._closed:
+            raise ConnectionClosed("connection closed")
+        request_id = next(self._ids)
+        fut: asyncio.Future[Raw] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = (fut, result_type)
+        self._send(_Request("2.0", request_id, method, params))
+        try:
+            raw = await fut
+        except asyncio.CancelledError:
+            if self._pending.pop(request_id, None) is not None and not self._closed:
+                self._send(_Notification("2.0", CANCEL_REQUEST, {"requestId": request_id}))
+            raise
+        dec = self._decoders.get(result_type)
+        if dec is None:
+            dec = self._decoders[result_type] = msgspec.json.Decoder(result_type)
+        try:
+            return dec.decode(raw)  # type: ignore[no-any-return]
+        except msgspec.ValidationError as exc:
+            raise RemoteError(-32602, f"Invalid result for {method}: {exc}") from None
+
+    def _on_response(self, env: _Envelope) -> None:
+        request_id = env.id
+        entry = self._pending.pop(request_id, None) if type(request_id) is int else None
+        if entry is None:
+            if env.error is not UNSET:
+                log.info("error response from client", id=request_id, error=env.error)
+            else:
+                log.info("response for an unknown request id", id=request_id)
+            return
+        fut, _ = entry
+        if fut.done():
+            return
+        if env.error is not UNSET:
+            try:
+                err = _error_decoder.decode(self._encoder.encode(env.error))
+                fut.set_exception(RemoteError(err.code, err.message, err.data))
+            except msgspec.ValidationError:
+                fut.set_exception(RemoteError(-32603, "Malformed error response"))
+        else:
+            assert not isinstance(env.result, UnsetType)
+            fut.set_result(env.result)
+
+
+def _method_of(route: Route[Any], routes: Mapping[str, Route[Any]]) -> str:
+    return next((m for m, r in routes.items() if r is route), "?")

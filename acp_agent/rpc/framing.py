@@ -1,0 +1,255 @@
+"""Newline-delimited JSON framing over byte streams.
+
+:class:`LineReader` splits incoming bytes on ``\\n`` with a per-message size cap; a line
+over the cap is discarded as it streams (memory stays bounded) and reported as
+:class:`Oversized`, so the connection can answer with an error and carry on.
+:class:`PipeWriter` writes whole lines to an asyncio write transport with back-pressure.
+Both have file-descriptor constructors for stdio and in-memory twins for tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import stat
+import sys
+from typing import IO, Protocol
+
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+_HIGH_WATER = 4 * 1024 * 1024
+_READ_QUEUE_PAUSE = 64
+
+
+class Oversized:
+    """A line that exceeded the size cap (its content was discarded)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+class LineSource(Protocol):
+    async def readline(self) -> bytes | Oversized | None:
+        """The next line without its terminator; ``None`` at end of input."""
+        ...
+
+
+class LineSink(Protocol):
+    def write_line(self, line: bytes) -> None:
+        """Queue one complete line (``line`` must already end with ``\\n``)."""
+        ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LineReader(asyncio.Protocol):
+    """An asyncio protocol that turns a byte stream into lines."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self._max = max_bytes
+        self._buf = bytearray()
+        self._discarding = 0  # bytes dropped of the current oversized line
+        self._lines: collections.deque[bytes | Oversized | None] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._transport: asyncio.ReadTransport | None = None
+        self._paused = False
+        self._eof = False
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.feed(data)
+
+    def eof_received(self) -> bool | None:
+        self.feed_eof()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.feed_eof()
+
+    # -- feeding (also used directly by in-memory tests)
+    def feed(self, data: bytes) -> None:
+        start = 0
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                self._append(data[start:] if start else data)
+                break
+            self._append(data[start:nl])
+            self._finish_line()
+            start = nl + 1
+        self._wake()
+        if len(self._lines) > _READ_QUEUE_PAUSE and self._transport and not self._paused:
+            self._paused = True
+            self._transport.pause_reading()
+
+    def _append(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        if self._discarding:
+            self._discarding += len(chunk)
+        elif len(self._buf) + len(chunk) > self._max:
+            self._discarding = len(self._buf) + len(chunk)
+            self._buf = bytearray()
+        else:
+            self._buf += chunk
+
+    def _finish_line(self) -> None:
+        if self._discarding:
+            self._lines.append(Oversized(self._discarding))
+            self._discarding = 0
+            return
+        line = bytes(self._buf)
+        self._buf.clear()
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if line.strip():
+            self._lines.append(line)
+
+    def feed_eof(self) -> None:
+        if self._eof:
+            return
+        self._eof = True
+        if self._buf.strip() and not self._discarding:
+            self._lines.append(bytes(self._buf))
+        elif self._discarding:
+            self._lines.append(Oversized(self._discarding))
+        self._buf.clear()
+        self._lines.append(None)
+        self._wake()
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def readline(self) -> bytes | Oversized | None:
+        while not self._lines:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        item = self._lines.popleft()
+        if item is None:
+            self._lines.appendleft(None)  # EOF is sticky
+        elif self._paused and len(self._lines) < _READ_QUEUE_PAUSE // 2 and self._transport:
+            self._paused = False
+            self._transport.resume_reading()
+        return item
+
+
+class PipeWriter(asyncio.Protocol):
+    """Writes lines to a write transport; ``drain`` waits while the peer is slow."""
+
+    def __init__(self) -> None:
+        self._transport: asyncio.WriteTransport | None = None
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        self._transport = transport
+        transport.set_write_buffer_limits(high=_HIGH_WATER)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._can_write.set()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def write_line(self, line: bytes) -> None:
+        if self._closed or self._transport is None:
+            return
+        self._transport.write(line)
+
+    async def drain(self) -> None:
+        if not self._can_write.is_set():
+            await self._can_write.wait()
+
+    def close(self) -> None:
+        if self._transport is not None and not self._closed:
+            self._transport.close()
+
+
+class FdWriter:
+    """Blocking fallback for an fd that asyncio cannot watch (a regular file)."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self._file = file  # keeps the descriptor open
+        self._fd = file.fileno()
+
+    def write_line(self, line: bytes) -> None:
+        view = memoryview(line)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+
+    async def drain(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def _pollable(fd: int) -> bool:
+    """Pipes, sockets and terminals work with asyncio's pipe transports; files and
+    devices such as /dev/null do not (epoll refuses them)."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+
+
+async def open_stdio(max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> tuple[LineReader, LineSink]:
+    """Wire stdin/stdout to a reader and a writer (pipes, sockets, ttys or files)."""
+    loop = asyncio.get_running_loop()
+    reader = LineReader(max_bytes)
+    stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
+    if _pollable(stdin.fileno()):
+        await loop.connect_read_pipe(lambda: reader, stdin)
+    else:  # a regular file or a device: read it in a thread
+
+        def pump() -> None:
+            while chunk := stdin.read(1 << 20):
+                loop.call_soon_threadsafe(reader.feed, chunk)
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+        loop.run_in_executor(None, pump)
+    stdout_fd = os.dup(sys.stdout.fileno())
+    # Anything printed by accident now goes to stderr, never into the protocol stream.
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    stdout = os.fdopen(stdout_fd, "wb", buffering=0)
+    writer: LineSink
+    if _pollable(stdout_fd):
+        pipe_writer = PipeWriter()
+        await loop.connect_write_pipe(lambda: pipe_writer, stdout)
+        writer = pipe_writer
+    else:
+        writer = FdWriter(stdout)
+    return reader, writer
+
+
+class MemoryPipe:
+    """An in-memory line sink whose lines a :class:`LineReader` can read (tests)."""
+
+    def __init__(self, reader: LineReader) -> None:
+        self._reader = reader
+
+    def write_line(self, line: bytes) -> None:
+        self._reader.feed(line)
+
+    async def drain(self) -> None:
+        await asyncio.sleep(0)
+
+    def close(self) -> None:
+        self._reader.feed_eof()

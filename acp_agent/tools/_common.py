@@ -1,0 +1,275 @@
+"""Helpers shared by the built-in tools: argument checking, the editor-or-disk file
+routes, bounded text, and glob patterns."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import RemoteError, ToolError
+from ..protocol import types as t
+from ..providers.base import ToolSpec
+from .base import ToolContext, ToolKind
+
+#: Directories the walking tools (glob, grep) never descend into.
+SKIP_DIRS = frozenset({".git", "node_modules", ".venv", ".hg", ".svn", "__pycache__"})
+
+#: Bytes sniffed to tell binary files from text.
+SNIFF_BYTES = 8192
+
+
+# ------------------------------------------------------------------------ arguments
+
+
+def req_str(args: Mapping[str, Any], name: str, *, allow_empty: bool = False) -> str:
+    value = args.get(name)
+    if value is None:
+        raise ToolError(f"missing required argument {name!r}")
+    if not isinstance(value, str):
+        raise ToolError(f"argument {name!r} must be a string")
+    if not value and not allow_empty:
+        raise ToolError(f"argument {name!r} must not be empty")
+    return value
+
+
+def opt_str(args: Mapping[str, Any], name: str) -> str | None:
+    value = args.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ToolError(f"argument {name!r} must be a string")
+    return value
+
+
+def opt_int(args: Mapping[str, Any], name: str, *, minimum: int = 0) -> int | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ToolError(f"argument {name!r} must be an integer")
+    if value < minimum:
+        raise ToolError(f"argument {name!r} must be >= {minimum}")
+    return value
+
+
+def opt_bool(args: Mapping[str, Any], name: str) -> bool:
+    value = args.get(name)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ToolError(f"argument {name!r} must be a boolean")
+    return value
+
+
+def prop(type_: str, description: str, **extra: Any) -> dict[str, Any]:
+    """One JSON Schema property."""
+    return {"type": type_, "description": description, **extra}
+
+
+PATH_PROP = prop("string", "File path, absolute or relative to the workspace.")
+
+
+def resolve_arg(args: Mapping[str, Any], name: str, ctx: ToolContext) -> str:
+    return ctx.resolve(req_str(args, name))
+
+
+def resolve_opt_dir(args: Mapping[str, Any], name: str, ctx: ToolContext) -> str:
+    """An optional directory argument, defaulting to the session cwd."""
+    return ctx.resolve(opt_str(args, name) or ctx.cwd)
+
+
+# ------------------------------------------------------------------------ output
+
+
+def text_content(text: str) -> t.Content:
+    return t.Content(content=t.TextContent(text=text))
+
+
+def bound_text(text: str, limit: int) -> tuple[str, bool]:
+    """Keep the head and tail of ``text`` within about ``limit`` characters."""
+    if len(text) <= limit:
+        return text, False
+    head = text[: limit // 2]
+    tail = text[len(text) - limit // 2 :]
+    omitted = len(text) - len(head) - len(tail)
+    return f"{head}\n[... {omitted} characters of output omitted ...]\n{tail}", True
+
+
+def short(text: str, limit: int = 80) -> str:
+    """One line, at most ``limit`` characters, for titles."""
+    first, _, rest = text.strip().partition("\n")
+    if rest or len(first) > limit:
+        return first[: limit - 1].rstrip() + "…"
+    return first
+
+
+# ------------------------------------------------------------------------ files
+
+
+def _read_local(path: str, strict: bool = True) -> str | None:
+    """The file's text, or ``None`` when it does not exist; ``strict``: refuse non-UTF-8."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise ToolError(f"{path} is a directory, not a file") from None
+    except OSError as exc:
+        raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8", "strict" if strict else "replace")
+    except UnicodeDecodeError:
+        raise ToolError(f"{path} is not UTF-8 text") from None
+
+
+def _write_local(path: str, content: str) -> None:
+    if os.path.isdir(path):
+        raise ToolError(f"{path} is a directory, not a file")
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            fh.write(content)
+    except OSError as exc:
+        raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+async def read_text(ctx: ToolContext, path: str, *, missing_ok: bool = False) -> str | None:
+    """The whole text of ``path`` (absolute): from the editor when it offers
+    ``fs/read_text_file`` (its unsaved buffers win), else from disk.
+
+    A missing file raises :class:`ToolError`. With ``missing_ok`` (the old text of a file
+    about to be overwritten) it returns ``None`` instead, falls back to the disk when the
+    editor fails, and tolerates non-UTF-8 content.
+    """
+    if ctx.client.allows("fs/read_text_file"):
+        try:
+            response = await ctx.client.call(
+                "fs/read_text_file",
+                t.ReadTextFileRequest(session_id=ctx.session_id, path=path),
+                t.ReadTextFileResponse,
+            )
+            return str(response.content)
+        except RemoteError as exc:
+            if missing_ok:
+                return await asyncio.to_thread(_read_local, path, False)
+            raise ToolError(f"the editor could not read {path}: {exc.message}") from None
+    text = await asyncio.to_thread(_read_local, path, not missing_ok)
+    if text is None and not missing_ok:
+        raise ToolError(f"file not found: {path}")
+    return text
+
+
+async def write_text(ctx: ToolContext, path: str, content: str) -> None:
+    """Write ``path`` (absolute) through the editor's ``fs/write_text_file`` when offered,
+    else to disk (creating parent directories)."""
+    if ctx.client.allows("fs/write_text_file"):
+        try:
+            await ctx.client.call(
+                "fs/write_text_file",
+                t.WriteTextFileRequest(session_id=ctx.session_id, path=path, content=content),
+                t.WriteTextFileResponse | None,  # type: ignore[arg-type]
+            )
+        except RemoteError as exc:
+            raise ToolError(f"the editor could not write {path}: {exc.message}") from None
+        return
+    await asyncio.to_thread(_write_local, path, content)
+
+
+def is_binary(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return b"\0" in fh.read(SNIFF_BYTES)
+    except OSError:
+        return True
+
+
+# ------------------------------------------------------------------------ globs
+
+_GLOB_CHARS = re.compile(r"[*?\[{]")
+
+
+def has_magic(segment: str) -> bool:
+    return _GLOB_CHARS.search(segment) is not None
+
+
+def _segment_regex(seg: str) -> str:
+    out: list[str] = []
+    i, n = 0, len(seg)
+    while i < n:
+        c = seg[i]
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = seg.find("]", i + 2 if i + 1 < n and seg[i + 1] in "!^" else i + 1)
+            if j < 0:
+                out.append(re.escape(c))
+            else:
+                body = seg[i + 1 : j]
+                neg = body[:1] in ("!", "^")
+                body = body[1:] if neg else body
+                out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]")
+                i = j
+        elif c == "{":
+            j = seg.find("}", i)
+            if j < 0:
+                out.append(re.escape(c))
+            else:
+                alts = seg[i + 1 : j].split(",")
+                out.append("(?:" + "|".join(_segment_regex(a) for a in alts) + ")")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=128)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A regex for ``/``-separated relative paths: ``*``, ``?``, ``[...]``, ``{a,b}``
+    within one segment; ``**`` spans any number of directories."""
+    segments = [s for s in pattern.strip("/").split("/") if s not in ("", ".")]
+    parts: list[str] = []
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        if seg == "**":
+            parts.append(".*" if last else "(?:[^/]+/)*")
+        else:
+            parts.append(_segment_regex(seg) + ("" if last else "/"))
+    return re.compile("^" + "".join(parts) + "$", re.DOTALL)
+
+
+def split_glob(base: str, pattern: str) -> tuple[str, str]:
+    """Move literal leading segments of ``pattern`` (or an absolute prefix) into ``base``."""
+    if os.path.isabs(pattern):
+        base, pattern = os.sep, pattern.lstrip("/")
+    segments = pattern.split("/")
+    i = 0
+    while i < len(segments) - 1 and not has_magic(segments[i]):
+        i += 1
+    literal = [s for s in segments[:i] if s]
+    return os.path.normpath(os.path.join(base, *literal)), "/".join(segments[i:])
+
+
+# ------------------------------------------------------------------------ base class
+
+
+class BaseTool:
+    """Defaults for the built-in tools; subclasses set ``spec`` and ``kind``."""
+
+    spec: ToolSpec
+    kind: ToolKind
+
+    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[t.ToolCallLocation]:
+        return []
+
+    def permission_key(self, args: Mapping[str, Any]) -> str:
+        return self.spec.name

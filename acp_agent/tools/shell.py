@@ -1,0 +1,138 @@
+"""run_command's local route: ``sh -c`` in its own process group, output bounded,
+the whole group killed on timeout or cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+
+from ..errors import ToolError
+
+#: Output kept for the model: the first and last half of this many bytes.
+OUTPUT_LIMIT = 64 * 1024
+#: SIGTERM → SIGKILL grace on timeout.
+TERM_GRACE = 2.0
+#: After the shell exits, how long background jobs may keep the output pipe open.
+PIPE_GRACE = 0.5
+
+
+@dataclass(slots=True)
+class CommandResult:
+    exit_code: int | None
+    signal: str | None
+    output: str
+    truncated: bool
+    timed_out: bool
+    terminal_id: str | None = None
+
+
+class Capture:
+    """Keeps the head and the tail of a byte stream."""
+
+    def __init__(self, limit: int = OUTPUT_LIMIT) -> None:
+        self.half = limit // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def render(self) -> tuple[str, bool]:
+        omitted = self.total - len(self.head) - len(self.tail)
+        if omitted <= 0:
+            return (self.head + self.tail).decode("utf-8", "replace"), False
+        head = self.head.decode("utf-8", "replace").rstrip("\ufffd")
+        tail = self.tail.decode("utf-8", "replace").lstrip("\ufffd")
+        return f"{head}\n[... {omitted} bytes of output omitted ...]\n{tail}", True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> int:
+    """The shell's exit status. (``proc.wait()`` on Python 3.11 also waits for the pipes to
+    close, which a background job can hold open indefinitely.)"""
+    delay = 0.002
+    while proc.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return proc.returncode
+
+
+async def _terminate(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, SIGKILL it after a grace period, reap the leader."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(_exited(proc), TERM_GRACE)
+    _signal_group(proc.pid, signal.SIGKILL)  # stragglers that ignored SIGTERM
+    await _exited(proc)
+
+
+async def _pump(stream: asyncio.StreamReader, capture: Capture) -> None:
+    while chunk := await stream.read(65536):
+        capture.feed(chunk)
+
+
+async def run_local(command: str, cwd: str, timeout: float) -> CommandResult:
+    if not os.path.isdir(cwd):
+        raise ToolError(f"working directory not found: {cwd}")
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", command, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolError(f"cannot start the command: {exc}") from None
+    assert proc.stdout is not None
+    capture = Capture()
+    reader = asyncio.create_task(_pump(proc.stdout, capture))
+    timed_out = False
+    try:
+        try:
+            async with asyncio.timeout(timeout):
+                await _exited(proc)
+        except TimeoutError:
+            timed_out = True
+            await _terminate(proc)
+        # Background jobs may still hold the pipe: give them a moment, then end them.
+        done, _ = await asyncio.wait({reader}, timeout=PIPE_GRACE)
+        if not done:
+            _signal_group(proc.pid, signal.SIGKILL)
+            done, _ = await asyncio.wait({reader}, timeout=PIPE_GRACE)
+            if not done:
+                reader.cancel()
+    except BaseException:  # cancelled: kill the whole group before unwinding
+        _signal_group(proc.pid, signal.SIGKILL)
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(_exited(proc), 2.0)
+        raise
+    code = proc.returncode
+    output, truncated = capture.render()
+    sig = signal.Signals(-code).name if code is not None and code < 0 else None
+    return CommandResult(code if sig is None else None, sig, output, truncated, timed_out)
+
+
+def bound_output(text: str) -> tuple[str, bool]:
+    """``text`` cut to OUTPUT_LIMIT bytes, keeping its head and tail."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= OUTPUT_LIMIT:
+        return text, False
+    capture = Capture()
+    capture.feed(data)
+    return capture.render()

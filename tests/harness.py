@@ -1,0 +1,236 @@
+"""A scriptable ACP client that drives ``python -m acp_agent`` over real stdio.
+
+Every line the agent writes is validated against the official schema (``SchemaChecker``);
+the ``checker`` fixture in conftest fails the test on any violation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from .schema_check import SchemaChecker
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_AUTO: Any = object()  # "pick the next id" (None is a valid JSON-RPC id)
+
+ClientHandler = Callable[[dict[str, Any]], Awaitable[Any] | Any]
+
+
+class ResponseError(Exception):
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(f"{error.get('code')}: {error.get('message')}")
+        self.code = error.get("code")
+        self.message = error.get("message")
+        self.data = error.get("data")
+
+
+def agent_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACP_AGENT_", "OPENAI_", "ANTHROPIC_"))}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
+    return env
+
+
+class AgentProcess:
+    def __init__(
+        self,
+        checker: SchemaChecker,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.checker = checker
+        self.args = args
+        self.env = agent_env(env)
+        self.cwd = cwd
+        self.proc: asyncio.subprocess.Process | None = None
+        self.messages: list[dict[str, Any]] = []  # everything the agent sent, in order
+        self.updates: list[dict[str, Any]] = []  # session/update params, in order
+        self.client_requests: list[dict[str, Any]] = []  # agent -> client requests
+        self.handlers: dict[str, ClientHandler] = {
+            "session/request_permission": allow_first_option,
+        }
+        self._ids = itertools.count(100)
+        self._pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
+        self._changed = asyncio.Condition()
+        self._reader: asyncio.Task[None] | None = None
+        self.stderr = b""
+
+    async def start(self) -> AgentProcess:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "acp_agent",
+            *self.args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.env,
+            cwd=self.cwd,
+            limit=512 * 1024 * 1024,
+        )
+        self._reader = asyncio.create_task(self._read())
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        return self
+
+    async def __aenter__(self) -> AgentProcess:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _drain_stderr(self) -> None:
+        assert self.proc and self.proc.stderr
+        while chunk := await self.proc.stderr.read(65536):
+            self.stderr += chunk
+
+    async def _read(self) -> None:
+        assert self.proc and self.proc.stdout
+        while True:
+            line = await self.proc.stdout.readline()
+            if not line:
+                break
+            if not line.endswith(b"\n"):
+                self.checker._fail(f"stdout line without newline terminator: {line[:200]!r}")
+            message = self.checker.check_line(line)
+            if message is None:
+                continue
+            self.messages.append(message)
+            if "method" in message and "id" in message:
+                self.client_requests.append(message)
+                asyncio.create_task(self._answer(message))
+            elif "method" in message:
+                if message["method"] == "session/update":
+                    self.updates.append(message["params"])
+            else:
+                fut = self._pending.pop(_key(message.get("id")), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(message)
+            async with self._changed:
+                self._changed.notify_all()
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _answer(self, message: dict[str, Any]) -> None:
+        handler = self.handlers.get(message["method"])
+        if handler is None:
+            reply = {"jsonrpc": "2.0", "id": message["id"],
+                     "error": {"code": -32601, "message": "Method not found"}}
+        else:
+            try:
+                result = handler(message["params"])
+                if asyncio.iscoroutine(result):
+                    result = await result
+                reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+            except ResponseError as exc:
+                reply = {"jsonrpc": "2.0", "id": message["id"],
+                         "error": {"code": exc.code, "message": exc.message}}
+            except asyncio.CancelledError:
+                return
+        await self.send(reply)
+
+    # ---------------------------------------------------------------- sending
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.checker.observe_inbound(message)
+        await self.send_raw(json.dumps(message).encode() + b"\n")
+
+    async def send_raw(self, data: bytes) -> None:
+        assert self.proc and self.proc.stdin
+        self.proc.stdin.write(data)
+        await self.proc.stdin.drain()
+
+    async def request_raw(self, method: str, params: Any = None, *, id: Any = _AUTO,
+                          timeout: float = 30.0) -> dict[str, Any]:
+        """Send a request; return the whole response message (result or error)."""
+        request_id = next(self._ids) if id is _AUTO else id
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[_key(request_id)] = fut
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return await asyncio.wait_for(fut, timeout)
+
+    async def request(self, method: str, params: Any = None, **kw: Any) -> Any:
+        response = await self.request_raw(method, params, **kw)
+        if "error" in response:
+            raise ResponseError(response["error"])
+        return response["result"]
+
+    def start_request(self, method: str, params: Any = None, *, id: Any = _AUTO,
+                      timeout: float = 30.0) -> asyncio.Task[dict[str, Any]]:
+        return asyncio.create_task(self.request_raw(method, params, id=id, timeout=timeout))
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+
+    # ---------------------------------------------------------------- conveniences
+
+    async def initialize(self, capabilities: dict[str, Any] | None = None, **kw: Any) -> Any:
+        return await self.request("initialize", {
+            "protocolVersion": 1,
+            "clientCapabilities": capabilities if capabilities is not None else {},
+            "clientInfo": {"name": "harness", "version": "0"},
+            **kw,
+        }, id=0)
+
+    async def new_session(self, cwd: str, **kw: Any) -> str:
+        result = await self.request("session/new", {"cwd": cwd, "mcpServers": [], **kw})
+        return str(result["sessionId"])
+
+    async def prompt(self, session_id: str, text: str, **kw: Any) -> Any:
+        return await self.request("session/prompt", {
+            "sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, **kw)
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        async def _wait() -> None:
+            async with self._changed:
+                await self._changed.wait_for(predicate)
+        await asyncio.wait_for(_wait(), timeout)
+
+    def updates_of(self, session_id: str, kind: str | None = None) -> list[dict[str, Any]]:
+        return [u["update"] for u in self.updates
+                if u["sessionId"] == session_id and (kind is None or u["update"]["sessionUpdate"] == kind)]
+
+    async def close(self, timeout: float = 5.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.stdin and not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), timeout)
+        except asyncio.TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+        if self._reader:
+            await self._reader
+        await self._stderr_task
+        return self.proc.returncode
+
+
+def allow_first_option(params: dict[str, Any]) -> dict[str, Any]:
+    option = next(o for o in params["options"] if o["kind"] == "allow_once")
+    return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
+
+
+def select_kind(kind: str) -> ClientHandler:
+    def handler(params: dict[str, Any]) -> dict[str, Any]:
+        option = next(o for o in params["options"] if o["kind"] == kind)
+        return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
+    return handler
+
+
+def _key(value: Any) -> tuple[type, Any]:
+    return (type(value), value)

@@ -1,0 +1,147 @@
+"""Interop: drive ``python -m acp_agent`` with the official TypeScript SDK client.
+
+``ts_client.mjs`` is a real client built on ``@agentclientprotocol/sdk`` (pinned in
+``package.json``; install with ``npm ci --prefix tests/interop``). It taps every raw line
+in both directions below the SDK; each agent line is replayed here through the schema
+``checker`` fixture. A missing node or SDK fails these tests, it never skips them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..harness import agent_env
+from ..schema_check import SchemaChecker
+
+HERE = Path(__file__).resolve().parent
+CLIENT = HERE / "ts_client.mjs"
+SDK_DIR = HERE / "node_modules" / "@agentclientprotocol" / "sdk"
+RUN_TIMEOUT = 30.0
+
+
+def _require_client() -> str:
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not on PATH: install Node.js >= 20 to run the TypeScript SDK "
+                    "interop tests", pytrace=False)
+    if not (SDK_DIR / "package.json").is_file():
+        pytest.fail(f"the official ACP TypeScript SDK is not installed ({SDK_DIR} missing): "
+                    "run `npm ci --prefix tests/interop`", pytrace=False)
+    return node
+
+
+def run_ts_client(
+    checker: SchemaChecker, tmp_path: Path, state_dir: str, scenario: str
+) -> dict[str, Any]:
+    """Run one scenario of ts_client.mjs against the agent; replay its raw lines."""
+    node = _require_client()
+    raw_log = tmp_path / f"raw-{scenario}.jsonl"
+    xdg = tmp_path / "xdg-config"
+    xdg.mkdir(exist_ok=True)
+    cmd = [
+        node, str(CLIENT), "--scenario", scenario, "--raw-log", str(raw_log),
+        "--timeout-ms", str(int((RUN_TIMEOUT - 5) * 1000)), "--",
+        sys.executable, "-m", "acp_agent", "--state-dir", state_dir,
+    ]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=tmp_path,
+            env=agent_env({"XDG_CONFIG_HOME": str(xdg)}),
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"ts_client.mjs did not finish within {RUN_TIMEOUT} s\n"
+                    f"stdout: {exc.stdout!r}\nstderr: {exc.stderr!r}")
+
+    replay_raw_log(checker, raw_log)
+
+    lines = proc.stdout.strip().splitlines()
+    try:
+        summary: dict[str, Any] = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        pytest.fail(f"ts_client.mjs printed no JSON summary (exit {proc.returncode})\n"
+                    f"stdout: {proc.stdout[-3000:]}\nstderr: {proc.stderr[-3000:]}")
+    assert proc.returncode == 0 and summary["ok"], (
+        f"TypeScript SDK client failed (exit {proc.returncode}): "
+        + json.dumps(summary["errors"], indent=1)
+        + f"\nSDK errors: {summary['sdkErrors']}\nagent stderr: {summary['stderrTail']}"
+        + f"\nclient stderr: {proc.stderr[-2000:]}"
+    )
+    assert summary["sdkVersion"] == "2.4.0"
+    # Every agent line was seen by the checker (none lost between the tap and here).
+    assert summary["raw"]["agentToClient"] > 0
+    assert checker.checked == summary["raw"]["agentToClient"]
+    return summary
+
+
+def replay_raw_log(checker: SchemaChecker, raw_log: Path) -> None:
+    """Feed the tapped wire to the checker, in wire order."""
+    if not raw_log.exists():
+        return
+    for text in raw_log.read_text().splitlines():
+        entry = json.loads(text)
+        if entry.get("unterminated"):
+            checker._fail(
+                f"{entry['dir']} line without newline terminator: {entry['line'][:200]!r}"
+            )
+        if entry["dir"] == "client->agent":
+            try:
+                checker.observe_inbound(json.loads(entry["line"]))
+            except ValueError:
+                checker._fail(f"the TS client wrote a non-JSON line: {entry['line'][:200]!r}")
+        else:
+            checker.check_line(entry["line"])
+
+
+def test_ts_sdk_prompt_cancel_and_recover(
+    checker: SchemaChecker, tmp_path: Path, state_dir: str
+) -> None:
+    s = run_ts_client(checker, tmp_path, state_dir, "full")
+
+    assert s["initialize"]["protocolVersion"] == 1
+    assert s["sessionId"]
+    turns = {t["name"]: t for t in s["turns"]}
+    assert [t["name"] for t in s["turns"]] == ["hello", "long-cancelled", "after-cancel"]
+    assert [t["stopReason"] for t in s["turns"]] == ["end_turn", "cancelled", "end_turn"]
+
+    hello = turns["hello"]
+    assert hello["updateCounts"].get("agent_message_chunk", 0) > 0
+    assert hello["updateCounts"].get("agent_thought_chunk", 0) > 0
+    assert "Hello from the scripted offline model!" in hello["text"]
+
+    cancelled = turns["long-cancelled"]
+    assert cancelled["text"].startswith("partial answer")
+    assert "NEVER-REACHED" not in cancelled["text"]
+    # The script sleeps 30 s after the first chunk: the answer must come from the cancel.
+    assert cancelled["cancelToResponseMs"] < 5000
+
+    after = turns["after-cancel"]
+    assert "Still here after the cancel." in after["text"]
+
+    for t in s["turns"]:
+        assert t["lateUpdates"] == {}, t
+    assert s["updateCounts"].get("usage_update", 0) > 0
+    assert s["sessionClosed"] is True
+    assert s["permissionRequests"] == []
+    assert s["unexpectedRequests"] == []
+    assert s["agentExit"] == {"code": 0, "signal": None}
+
+
+def test_ts_sdk_demo_model(checker: SchemaChecker, tmp_path: Path, state_dir: str) -> None:
+    """The built-in demo model: greeting, then ``run echo hi`` (permission answered allow)."""
+    s = run_ts_client(checker, tmp_path, state_dir, "demo")
+
+    assert [t["stopReason"] for t in s["turns"]] == ["end_turn", "end_turn"]
+    greeting, run = s["turns"]
+    assert greeting["updateCounts"].get("agent_message_chunk", 0) > 0
+    assert run["updateCounts"], "no session/update during the run_command turn"
+    for p in s["permissionRequests"]:  # only once the agent has a run_command tool
+        assert "allow_once" in p["optionKinds"]
+        assert p["toolCallAnnouncedBefore"], p
+    assert s["agentExit"] == {"code": 0, "signal": None}

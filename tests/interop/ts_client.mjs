@@ -1,0 +1,570 @@
+#!/usr/bin/env node
+// A real ACP client built with the official TypeScript SDK (@agentclientprotocol/sdk,
+// the `/unstable` entrypoint so draft session updates are parsed, not dropped).
+//
+//   node ts_client.mjs [--scenario full|demo] [--raw-log FILE] [--timeout-ms N] \
+//        [--] <agent command...>
+//   e.g. node tests/interop/ts_client.mjs .venv/bin/python -m acp_agent --state-dir /tmp/s
+//
+// Scenarios
+//   full (default): initialize (fs/terminal false, draft capabilities session.notices,
+//     session.compaction, plan, subagents as {}) -> session/new -> prompt "hello" to
+//     completion -> a scripted long-running prompt, session/cancel after its first
+//     agent_message_chunk, expect stopReason "cancelled" -> another prompt still works ->
+//     session/close. The offline model is driven by a script this file writes and passes
+//     in ACP_AGENT_OFFLINE_SCRIPT.
+//   demo: the built-in demo model (no script); prompt "hello" (the greeting), then
+//     "run echo hi", answering any session/request_permission with allow_once; both
+//     turns must end with end_turn.
+//
+// Every raw line in both directions is tapped below the SDK (the byte streams handed to
+// ndJsonStream) and appended to --raw-log as JSON lines
+//   {"seq": n, "dir": "agent->client" | "client->agent", "line": "...", "unterminated"?: true}
+// in the order they crossed the pipe, so a schema checker can replay them. A final JSON
+// summary goes to stdout; the exit status is non-zero on any failure.
+
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk/unstable";
+
+// ------------------------------------------------------------------ arguments
+
+function parseArgs(argv) {
+  const opts = { scenario: "full", rawLog: null, timeoutMs: 20000, command: [] };
+  let i = 0;
+  while (i < argv.length) {
+    const a = argv[i];
+    if (a === "--") {
+      i += 1;
+      break;
+    }
+    if (a === "--scenario") opts.scenario = argv[++i];
+    else if (a === "--raw-log") opts.rawLog = argv[++i];
+    else if (a === "--timeout-ms") opts.timeoutMs = Number(argv[++i]);
+    else break;
+    i += 1;
+  }
+  opts.command = argv.slice(i);
+  return opts;
+}
+
+const opts = parseArgs(process.argv.slice(2));
+if (opts.command.length === 0 || !["full", "demo"].includes(opts.scenario)) {
+  process.stderr.write(
+    "usage: node ts_client.mjs [--scenario full|demo] [--raw-log FILE] " +
+      "[--timeout-ms N] [--] <agent command...>\n",
+  );
+  process.exit(2);
+}
+
+// ------------------------------------------------------------------ state
+
+const startedAt = Date.now();
+const errors = [];
+const fail = (msg) => errors.push(String(msg));
+const check = (cond, msg) => {
+  if (!cond) fail(msg);
+  return Boolean(cond);
+};
+
+// The SDK reports notifications it could not parse/handle (and other protocol trouble)
+// with console.error; any of that is a failure.
+const sdkErrors = [];
+const origConsoleError = console.error.bind(console);
+console.error = (...args) => {
+  const text = args
+    .map((a) => (typeof a === "string" ? a : safeJson(a)))
+    .join(" ");
+  sdkErrors.push(text);
+  origConsoleError(...args);
+};
+
+function safeJson(v) {
+  try {
+    return JSON.stringify(v);
+  } catch {
+    return String(v);
+  }
+}
+
+const summary = {
+  ok: false,
+  scenario: opts.scenario,
+  sdkVersion: null,
+  errors,
+  sdkErrors,
+  initialize: null,
+  sessionId: null,
+  turns: [],
+  updateCounts: {},
+  permissionRequests: [],
+  unexpectedRequests: [],
+  foreignSessionUpdates: 0,
+  raw: { agentToClient: 0, clientToAgent: 0, unterminated: 0 },
+  agentExit: null,
+  stderrTail: "",
+  elapsedMs: 0,
+};
+try {
+  const pkg = JSON.parse(
+    fs.readFileSync(
+      new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url),
+      "utf8",
+    ),
+  );
+  summary.sdkVersion = pkg.version;
+} catch {
+  // informational only
+}
+
+// ------------------------------------------------------------------ raw tap
+
+let seq = 0;
+const rawEntries = []; // {seq, dir, msg} in wire order, for exact per-turn attribution
+if (opts.rawLog) fs.writeFileSync(opts.rawLog, "");
+function record(dir, line, unterminated = false) {
+  const entry = { seq: seq++, dir, line };
+  let msg = null;
+  try {
+    msg = JSON.parse(line);
+  } catch {
+    // the pytest side reports non-JSON lines (SchemaChecker.check_line)
+  }
+  rawEntries.push({ seq: entry.seq, dir, msg });
+  if (unterminated) {
+    entry.unterminated = true;
+    summary.raw.unterminated += 1;
+  }
+  if (dir === "agent->client") summary.raw.agentToClient += 1;
+  else summary.raw.clientToAgent += 1;
+  if (opts.rawLog) fs.appendFileSync(opts.rawLog, JSON.stringify(entry) + "\n");
+}
+
+// Splits a byte stream into lines (on \n) and records each, exactly as it crossed the pipe.
+function lineTap(dir) {
+  let pending = Buffer.alloc(0);
+  const decoder = new TextDecoder("utf-8", { fatal: false });
+  return {
+    push(chunk) {
+      pending = Buffer.concat([pending, Buffer.from(chunk)]);
+      let nl;
+      while ((nl = pending.indexOf(0x0a)) !== -1) {
+        record(dir, decoder.decode(pending.subarray(0, nl)));
+        pending = pending.subarray(nl + 1);
+      }
+    },
+    flush() {
+      if (pending.length > 0) record(dir, decoder.decode(pending), true);
+      pending = Buffer.alloc(0);
+    },
+  };
+}
+
+// ------------------------------------------------------------------ agent process
+
+const tmpBase = fs.mkdtempSync(path.join(os.tmpdir(), "acp-ts-client-"));
+const workspace = path.join(tmpBase, "ws");
+fs.mkdirSync(workspace);
+fs.writeFileSync(path.join(workspace, "hello.txt"), "hello\nworld\n");
+
+const NEVER = "NEVER-REACHED-AFTER-CANCEL";
+const SCRIPT = [
+  // prompt 1 ("hello")
+  [{ thinking: "The user greets me." }, { text: "Hello from the scripted offline model!" }],
+  // prompt 2: long-running turn, cancelled after the first chunk
+  [{ text: "partial answer " }, { sleep: 30 }, { text: NEVER }],
+  // prompt 3: the session still works after the cancel
+  [{ text: "Still here after the cancel." }],
+];
+
+const childEnv = { ...process.env };
+if (opts.scenario === "full") {
+  const scriptPath = path.join(tmpBase, "script.json");
+  fs.writeFileSync(scriptPath, JSON.stringify(SCRIPT));
+  childEnv.ACP_AGENT_OFFLINE_SCRIPT = scriptPath;
+} else {
+  delete childEnv.ACP_AGENT_OFFLINE_SCRIPT;
+}
+
+const child = spawn(opts.command[0], opts.command.slice(1), {
+  stdio: ["pipe", "pipe", "pipe"],
+  env: childEnv,
+});
+let stderrBuf = "";
+child.stderr.setEncoding("utf8");
+child.stderr.on("data", (d) => {
+  stderrBuf += d;
+  if (stderrBuf.length > 20000) stderrBuf = stderrBuf.slice(-10000);
+});
+child.stdin.on("error", () => {}); // EPIPE if the agent dies; reported via exit status
+const childExited = new Promise((resolve) => {
+  child.on("exit", (code, signal) => resolve({ code, signal }));
+  child.on("error", (err) => {
+    fail(`could not spawn agent: ${err.message}`);
+    resolve({ code: null, signal: null, spawnError: err.message });
+  });
+});
+
+const inTap = lineTap("agent->client");
+const outTap = lineTap("client->agent");
+
+const agentStdout = Readable.toWeb(child.stdout).pipeThrough(
+  new TransformStream({
+    transform(chunk, controller) {
+      inTap.push(chunk);
+      controller.enqueue(chunk);
+    },
+    flush() {
+      inTap.flush();
+    },
+  }),
+);
+const stdinWriter = Writable.toWeb(child.stdin).getWriter();
+const agentStdin = new WritableStream({
+  async write(chunk) {
+    outTap.push(chunk);
+    await stdinWriter.write(chunk);
+  },
+  async close() {
+    outTap.flush();
+    await stdinWriter.close().catch(() => {});
+  },
+});
+
+// ------------------------------------------------------------------ client app
+
+const updates = []; // every session/update params, in order
+const waiters = new Set();
+function notifyWaiters() {
+  for (const w of [...waiters]) {
+    if (w.pred()) {
+      waiters.delete(w);
+      clearTimeout(w.timer);
+      w.resolve();
+    }
+  }
+}
+function waitFor(pred, timeoutMs, what) {
+  if (pred()) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const w = { pred, resolve };
+    w.timer = setTimeout(() => {
+      waiters.delete(w);
+      reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
+    }, timeoutMs);
+    waiters.add(w);
+  });
+}
+function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+const app = acp
+  .client({ name: "acp-agent-interop-ts" })
+  .onNotification(acp.methods.client.session.update, ({ params }) => {
+    updates.push(params);
+    const kind = params?.update?.sessionUpdate ?? "<none>";
+    summary.updateCounts[kind] = (summary.updateCounts[kind] ?? 0) + 1;
+    if (summary.sessionId && params.sessionId !== summary.sessionId) {
+      summary.foreignSessionUpdates += 1;
+    }
+    notifyWaiters();
+  })
+  .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
+    const seenToolCall = updates.some(
+      (u) =>
+        u.update?.sessionUpdate === "tool_call" &&
+        u.update.toolCallId === params.toolCall?.toolCallId,
+    );
+    const allow = params.options.find((o) => o.kind === "allow_once");
+    summary.permissionRequests.push({
+      toolCallId: params.toolCall?.toolCallId,
+      optionKinds: params.options.map((o) => o.kind),
+      toolCallAnnouncedBefore: seenToolCall,
+    });
+    notifyWaiters();
+    if (!allow) return { outcome: { outcome: "cancelled" } };
+    return { outcome: { outcome: "selected", optionId: allow.optionId } };
+  })
+  .onRequest("*", ({ method }) => {
+    // fs and terminal were advertised as false: the agent must not call them.
+    summary.unexpectedRequests.push(method);
+    throw acp.RequestError.methodNotFound(method);
+  });
+
+// ------------------------------------------------------------------ helpers
+
+const CLIENT_CAPABILITIES = {
+  fs: { readTextFile: false, writeTextFile: false },
+  terminal: false,
+  session: { notices: {}, compaction: {} },
+  plan: {},
+  subagents: {},
+};
+
+function textOf(turnUpdates, kind = "agent_message_chunk") {
+  return turnUpdates
+    .filter((u) => u.update?.sessionUpdate === kind && u.update.content?.type === "text")
+    .map((u) => u.update.content.text)
+    .join("");
+}
+
+function countKinds(turnUpdates) {
+  const counts = {};
+  for (const u of turnUpdates) {
+    const k = u.update?.sessionUpdate ?? "<none>";
+    counts[k] = (counts[k] ?? 0) + 1;
+  }
+  return counts;
+}
+
+async function runTurn(agent, sessionId, name, text, { cancelAfterFirstChunk = false } = {}) {
+  const from = updates.length;
+  const t0 = Date.now();
+  const turn = { name, prompt: text, stopReason: null, ms: 0, updateCounts: {}, text: "" };
+  summary.turns.push(turn);
+  const promptPromise = agent.request(acp.methods.agent.session.prompt, {
+    sessionId,
+    prompt: [{ type: "text", text }],
+  });
+  // Keep a rejection from going unhandled while we wait for the first chunk.
+  promptPromise.catch(() => {});
+  try {
+    if (cancelAfterFirstChunk) {
+      await waitFor(
+        () =>
+          updates
+            .slice(from)
+            .some(
+              (u) =>
+                u.update?.sessionUpdate === "agent_message_chunk" &&
+                String(u.update.content?.text ?? "").startsWith("partial"),
+            ),
+        8000,
+        `the first agent_message_chunk of turn "${name}"`,
+      );
+      turn.cancelSentAfterMs = Date.now() - t0;
+      await agent.notify(acp.methods.agent.session.cancel, { sessionId });
+    }
+    const response = await withTimeout(promptPromise, 8000, `session/prompt of turn "${name}"`);
+    turn.stopReason = response?.stopReason ?? null;
+    if (cancelAfterFirstChunk) turn.cancelToResponseMs = Date.now() - t0 - turn.cancelSentAfterMs;
+  } catch (err) {
+    turn.error = `${err?.name ?? "Error"}: ${err?.message ?? err}` +
+      (err?.code !== undefined ? ` (code ${err.code})` : "");
+    fail(`turn "${name}": ${turn.error}`);
+  }
+  turn.ms = Date.now() - t0;
+  return turn;
+}
+
+// Per-turn statistics from the raw wire order (the SDK dispatches notifications
+// concurrently with responses, so its callback order is not exact): the k-th
+// session/prompt request owns the session/update lines between it and its response.
+const TURN_BOUND_KINDS = new Set([
+  "agent_message_chunk",
+  "agent_thought_chunk",
+  "tool_call",
+  "tool_call_update",
+]);
+function attributeTurns(final = false) {
+  const prompts = rawEntries.filter(
+    (e) => e.dir === "client->agent" && e.msg?.method === "session/prompt",
+  );
+  prompts.forEach((req, k) => {
+    const turn = summary.turns[k];
+    if (!turn) return;
+    const resp = rawEntries.find(
+      (e) =>
+        e.dir === "agent->client" && e.seq > req.seq && e.msg && !("method" in e.msg) &&
+        e.msg.id === req.msg.id,
+    );
+    const nextReq = prompts[k + 1];
+    const end = resp ? resp.seq : Infinity;
+    const sessionUpdates = (lo, hi) =>
+      rawEntries
+        .filter(
+          (e) =>
+            e.dir === "agent->client" && e.seq > lo && e.seq < hi &&
+            e.msg?.method === "session/update" && e.msg.params?.sessionId === req.msg.params.sessionId,
+        )
+        .map((e) => e.msg.params);
+    const mine = sessionUpdates(req.seq, end);
+    turn.updateCounts = countKinds(mine);
+    turn.text = textOf(mine);
+    turn.messageIds = [
+      ...new Set(
+        mine
+          .filter((u) => u.update?.sessionUpdate === "agent_message_chunk")
+          .map((u) => u.update.messageId ?? null),
+      ),
+    ];
+    if (resp && final) {
+      // Updates that belong to a turn must come before its session/prompt response.
+      const late = sessionUpdates(end, nextReq ? nextReq.seq : Infinity).filter((u) =>
+        TURN_BOUND_KINDS.has(u.update?.sessionUpdate),
+      );
+      turn.lateUpdates = countKinds(late);
+      check(
+        late.length === 0,
+        `turn "${turn.name}": ${late.length} ${safeJson(turn.lateUpdates)} update(s) after its session/prompt response`,
+      );
+    }
+  });
+}
+
+
+// ------------------------------------------------------------------ scenarios
+
+async function scenarioFull(agent) {
+  const init = await agent.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: CLIENT_CAPABILITIES,
+    clientInfo: { name: "acp-agent-interop-ts", version: summary.sdkVersion ?? "0" },
+  });
+  summary.initialize = { protocolVersion: init.protocolVersion, agentInfo: init.agentInfo ?? null };
+  check(init.protocolVersion === 1, `initialize: protocolVersion ${init.protocolVersion}, want 1`);
+
+  const session = await agent.request(acp.methods.agent.session.new, {
+    cwd: workspace,
+    mcpServers: [],
+  });
+  summary.sessionId = session.sessionId;
+  check(typeof session.sessionId === "string" && session.sessionId, "session/new: no sessionId");
+
+  const t1 = await runTurn(agent, session.sessionId, "hello", "hello");
+  attributeTurns();
+  check(t1.stopReason === "end_turn", `turn hello: stopReason ${t1.stopReason}, want end_turn`);
+  check(t1.updateCounts.agent_message_chunk > 0, "turn hello: no agent_message_chunk");
+  check(t1.text.includes("Hello from the scripted"), `turn hello: unexpected text ${JSON.stringify(t1.text)}`);
+
+  const t2 = await runTurn(agent, session.sessionId, "long-cancelled", "tell me a long story", {
+    cancelAfterFirstChunk: true,
+  });
+  attributeTurns();
+  check(t2.stopReason === "cancelled", `turn long-cancelled: stopReason ${t2.stopReason}, want cancelled`);
+  check(t2.text.startsWith("partial answer"), `turn long-cancelled: text ${JSON.stringify(t2.text)}`);
+
+  const t3 = await runTurn(agent, session.sessionId, "after-cancel", "are you still there?");
+  attributeTurns();
+  check(t3.stopReason === "end_turn", `turn after-cancel: stopReason ${t3.stopReason}, want end_turn`);
+  check(t3.text.includes("Still here after the cancel."), `turn after-cancel: text ${JSON.stringify(t3.text)}`);
+
+  check(
+    !updates.some((u) => JSON.stringify(u).includes(NEVER)),
+    "the cancelled turn kept streaming: its post-sleep text reached the client",
+  );
+
+  try {
+    await withTimeout(
+      agent.request(acp.methods.agent.session.close, { sessionId: session.sessionId }),
+      5000,
+      "session/close",
+    );
+    summary.sessionClosed = true;
+  } catch (err) {
+    fail(`session/close: ${err?.message ?? err}`);
+  }
+}
+
+async function scenarioDemo(agent) {
+  const init = await agent.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: CLIENT_CAPABILITIES,
+    clientInfo: { name: "acp-agent-interop-ts", version: summary.sdkVersion ?? "0" },
+  });
+  summary.initialize = { protocolVersion: init.protocolVersion, agentInfo: init.agentInfo ?? null };
+  check(init.protocolVersion === 1, `initialize: protocolVersion ${init.protocolVersion}, want 1`);
+  const session = await agent.request(acp.methods.agent.session.new, {
+    cwd: workspace,
+    mcpServers: [],
+  });
+  summary.sessionId = session.sessionId;
+  const g = await runTurn(agent, session.sessionId, "hello", "hello");
+  attributeTurns();
+  check(g.stopReason === "end_turn", `turn hello: stopReason ${g.stopReason}, want end_turn`);
+  check(g.text.includes("Hello"), `turn hello: no greeting in ${JSON.stringify(g.text)}`);
+  const t = await runTurn(agent, session.sessionId, "run-command", "run echo hi");
+  attributeTurns();
+  check(t.stopReason === "end_turn", `turn run-command: stopReason ${t.stopReason}, want end_turn`);
+  check(Object.keys(t.updateCounts).length > 0, "turn run-command: no session/update arrived");
+  for (const p of summary.permissionRequests) {
+    check(p.optionKinds.includes("allow_once"), `permission request without allow_once: ${safeJson(p)}`);
+    check(
+      p.toolCallAnnouncedBefore,
+      `permission request for ${p.toolCallId} before any tool_call update announcing it`,
+    );
+  }
+}
+
+// ------------------------------------------------------------------ main
+
+const watchdog = setTimeout(() => {
+  fail(`watchdog: scenario did not finish within ${opts.timeoutMs} ms`);
+  finish(true);
+}, opts.timeoutMs);
+
+let finished = false;
+async function finish(killNow = false) {
+  if (finished) return;
+  finished = true;
+  clearTimeout(watchdog);
+  if (!killNow) {
+    // Editors close stdin to stop the agent: it must exit promptly on EOF.
+    try {
+      child.stdin.end();
+    } catch {
+      // already closed
+    }
+  }
+  let exit = await withTimeout(childExited, killNow ? 10 : 5000, "agent exit after stdin EOF").catch(
+    () => null,
+  );
+  if (exit === null) {
+    if (!killNow) fail("agent did not exit within 5 s of stdin EOF");
+    child.kill("SIGKILL");
+    exit = await childExited;
+  }
+  inTap.flush();
+  outTap.flush();
+  summary.agentExit = exit;
+  attributeTurns(true);
+  const rawUpdates = rawEntries.filter(
+    (e) => e.dir === "agent->client" && e.msg?.method === "session/update",
+  ).length;
+  check(
+    killNow || rawUpdates === updates.length,
+    `the SDK delivered ${updates.length} session/update(s) but ${rawUpdates} crossed the wire`,
+  );
+  if (!killNow) check(exit.code === 0, `agent exit status ${safeJson(exit)}, want code 0`);
+  check(summary.unexpectedRequests.length === 0, `agent sent unexpected requests: ${summary.unexpectedRequests}`);
+  check(summary.foreignSessionUpdates === 0, "session/update for an unknown session id");
+  check(sdkErrors.length === 0, `the SDK reported errors: ${sdkErrors.slice(0, 3).join(" | ")}`);
+  check(summary.raw.unterminated === 0, "a raw line was not newline-terminated");
+  summary.stderrTail = stderrBuf.slice(-2000);
+  summary.elapsedMs = Date.now() - startedAt;
+  summary.ok = errors.length === 0;
+  fs.rmSync(tmpBase, { recursive: true, force: true });
+  process.stdout.write(JSON.stringify(summary) + "\n");
+  process.exit(summary.ok ? 0 : 1);
+}
+
+try {
+  await app.connectWith(acp.ndJsonStream(agentStdin, agentStdout), async (agent) => {
+    if (opts.scenario === "full") await scenarioFull(agent);
+    else await scenarioDemo(agent);
+  });
+} catch (err) {
+  fail(`scenario aborted: ${err?.name ?? "Error"}: ${err?.message ?? err}` +
+    (err?.code !== undefined ? ` (code ${err.code}) ${safeJson(err.data ?? null)}` : ""));
+}
+await finish();

@@ -1,0 +1,67 @@
+"""Helpers shared by the provider tests (the real SDKs against ``tests.fakes.llm_server``)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from acp_agent.errors import ProviderError
+from acp_agent.providers.base import StreamEvent
+
+from ..fakes.llm_server import FakeLLMServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def collect(stream: AsyncIterator[StreamEvent]) -> list[StreamEvent]:
+    return [event async for event in stream]
+
+
+async def collect_until_error(
+    stream: AsyncIterator[StreamEvent],
+) -> tuple[list[StreamEvent], ProviderError]:
+    """The events that arrived before the stream failed, and the error it failed with."""
+    events: list[StreamEvent] = []
+    try:
+        async for event in stream:
+            events.append(event)
+    except ProviderError as exc:
+        return events, exc
+    raise AssertionError(f"the stream did not fail; events: {events}")
+
+
+async def cancel_after_first_event(
+    stream: AsyncIterator[StreamEvent], server: FakeLLMServer
+) -> list[StreamEvent]:
+    """Consume in a task, cancel it after the first event; the server must see the client go."""
+    seen: list[StreamEvent] = []
+    first = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in stream:
+            seen.append(event)
+            first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first.wait(), 5)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    else:
+        raise AssertionError("the cancelled stream did not raise CancelledError")
+    await asyncio.wait_for(server.requests[-1].disconnected.wait(), 5)
+    return seen
+
+
+def imports_sdk(module: str, sdk: str) -> bool:
+    """Whether importing ``module`` in a fresh interpreter loads ``sdk``."""
+    code = f"import sys, {module}; print({sdk!r} in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip() == "True"

@@ -1,0 +1,322 @@
+"""The prompt turn end to end over stdio, on the scripted offline model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .harness import AgentProcess, select_kind
+
+Script = list[list[dict[str, Any]]]
+
+
+@pytest.fixture
+def scripted(checker, state_dir: str, tmp_path: Path) -> Callable[..., AgentProcess]:
+    """Build an agent whose offline model plays the given script."""
+
+    def make(script: Script, config: str = "", **env: str) -> AgentProcess:
+        path = tmp_path / f"script{len(list(tmp_path.iterdir()))}.json"
+        path.write_text(json.dumps(script))
+        args = ["--state-dir", state_dir]
+        if config:
+            cfg = tmp_path / "config.toml"
+            cfg.write_text(config)
+            args += ["--config", str(cfg)]
+        return AgentProcess(checker, *args, env={"ACP_AGENT_OFFLINE_SCRIPT": str(path), **env})
+
+    return make
+
+
+@pytest.fixture
+async def session(workspace: str) -> AsyncIterator[Callable[[AgentProcess], Any]]:
+    async def start(agent: AgentProcess, **caps: Any) -> str:
+        await agent.start()
+        await agent.initialize(caps or None)
+        return await agent.new_session(workspace)
+
+    yield start
+
+
+def kinds(agent: AgentProcess, sid: str) -> list[str]:
+    return [u["sessionUpdate"] for u in agent.updates_of(sid)]
+
+
+def text_of(agent: AgentProcess, sid: str, kind: str = "agent_message_chunk") -> str:
+    return "".join(u["content"]["text"] for u in agent.updates_of(sid, kind))
+
+
+class TestStreaming:
+    async def test_text_and_thoughts_stream_with_stable_message_ids(self, scripted, session) -> None:
+        """Chunks of one message share a messageId; thoughts and text have different ids."""
+        agent = scripted([[{"thinking": "let me think about it"}, {"text": "one two three four five"}],
+                          [{"text": "second answer"}]])
+        async with agent:
+            sid = await session(agent)
+            result = await agent.prompt(sid, "hi")
+            assert result["stopReason"] == "end_turn"
+            assert text_of(agent, sid) == "one two three four five"
+            assert text_of(agent, sid, "agent_thought_chunk") == "let me think about it"
+            msg_ids = {u["messageId"] for u in agent.updates_of(sid, "agent_message_chunk")}
+            thought_ids = {u["messageId"] for u in agent.updates_of(sid, "agent_thought_chunk")}
+            assert len(msg_ids) == 1 and len(thought_ids) == 1 and msg_ids != thought_ids
+            assert len(agent.updates_of(sid, "agent_message_chunk")) > 1
+            # usage reported for the model response, and in the prompt result
+            assert agent.updates_of(sid, "usage_update")[-1]["size"] > 0
+            assert result["usage"]["totalTokens"] > 0
+            await agent.prompt(sid, "again")
+            new_ids = {u["messageId"] for u in agent.updates_of(sid, "agent_message_chunk")} - msg_ids
+            assert len(new_ids) == 1  # a new message, a new id
+
+    async def test_no_update_after_the_response(self, scripted, session) -> None:
+        """Every update of a turn precedes its session/prompt response."""
+        agent = scripted([[{"text": "a b c d e f g h"}]])
+        async with agent:
+            sid = await session(agent)
+            task = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [
+                {"type": "text", "text": "go"}]})
+            response = await task
+            await asyncio.sleep(0.2)
+            index = agent.messages.index(response)
+            assert not [m for m in agent.messages[index + 1:] if m.get("method") == "session/update"
+                        and m["params"]["update"]["sessionUpdate"] != "usage_update"]
+
+
+class TestStopReasons:
+    async def test_max_tokens(self, scripted, session) -> None:
+        agent = scripted([[{"text": "cut sho"}, {"finish": "length"}]])
+        async with agent:
+            sid = await session(agent)
+            assert (await agent.prompt(sid, "x"))["stopReason"] == "max_tokens"
+
+    async def test_refusal(self, scripted, session) -> None:
+        agent = scripted([[{"text": "I can't help with that."}, {"finish": "refusal"}], [{"text": "ok"}]])
+        async with agent:
+            sid = await session(agent)
+            assert (await agent.prompt(sid, "x"))["stopReason"] == "refusal"
+            assert (await agent.prompt(sid, "y"))["stopReason"] == "end_turn"
+
+    async def test_max_turn_requests(self, scripted, session) -> None:
+        """A model that keeps calling tools is stopped by the per-turn request cap."""
+        call = {"tool_call": {"name": "no_such_tool", "arguments": {}}}
+        agent = scripted([[call]] * 5, config="[limits]\nmax-turn-requests = 3\n")
+        async with agent:
+            sid = await session(agent)
+            assert (await agent.prompt(sid, "x"))["stopReason"] == "max_turn_requests"
+            assert len(agent.updates_of(sid, "tool_call")) == 3
+
+    async def test_unknown_tool_is_a_failed_call_and_the_loop_continues(self, scripted, session) -> None:
+        agent = scripted([[{"tool_call": {"name": "no_such_tool", "arguments": {"a": 1}}}],
+                          [{"text": "done"}]])
+        async with agent:
+            sid = await session(agent)
+            assert (await agent.prompt(sid, "x"))["stopReason"] == "end_turn"
+            (call,) = agent.updates_of(sid, "tool_call")
+            assert call["status"] == "failed" and call["rawInput"] == {"a": 1}
+            assert text_of(agent, sid) == "done"
+
+
+class TestCancel:
+    async def _cancel_when(self, agent: AgentProcess, sid: str, ready: Callable[[], bool]) -> dict:
+        task = agent.start_request("session/prompt", {"sessionId": sid,
+                                                      "prompt": [{"type": "text", "text": "go"}]})
+        await agent.wait_for(ready)
+        await agent.notify("session/cancel", {"sessionId": sid})
+        response = await task
+        assert "result" in response, response
+        return response["result"]
+
+    async def test_cancel_before_the_model_answers(self, scripted, session) -> None:
+        agent = scripted([[{"sleep": 30}, {"text": "late"}], [{"text": "next"}]])
+        async with agent:
+            sid = await session(agent)
+            result = await self._cancel_when(agent, sid, lambda: True)
+            assert result["stopReason"] == "cancelled"
+            assert text_of(agent, sid) == ""
+            assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"
+
+    async def test_cancel_while_streaming(self, scripted, session) -> None:
+        agent = scripted([[{"text": "first words "}, {"hang": True}], [{"text": "next"}]])
+        async with agent:
+            sid = await session(agent)
+            result = await self._cancel_when(
+                agent, sid, lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
+            assert result["stopReason"] == "cancelled"
+            assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"
+
+    async def test_cancel_during_permission_request(self, scripted, session) -> None:
+        """The agent stops waiting on a permission request the client never answers."""
+        agent = scripted([[{"tool_call": {"name": "run_command", "arguments": {"command": "echo hi"}}}],
+                          [{"text": "next"}]])
+        never = asyncio.Event()
+
+        async def no_answer(params):
+            await never.wait()
+
+        agent.handlers["session/request_permission"] = no_answer
+        async with agent:
+            sid = await session(agent)
+            result = await self._cancel_when(agent, sid, lambda: bool(agent.client_requests))
+            assert result["stopReason"] == "cancelled"
+            # the tool call was announced before the permission request
+            first_call = next(i for i, m in enumerate(agent.messages)
+                              if m.get("method") == "session/update"
+                              and m["params"]["update"]["sessionUpdate"] == "tool_call")
+            first_perm = next(i for i, m in enumerate(agent.messages)
+                              if m.get("method") == "session/request_permission")
+            assert first_call < first_perm
+            # and the agent told the client it no longer needs the answer
+            await agent.wait_for(lambda: any(m.get("method") == "$/cancel_request" for m in agent.messages))
+            assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"
+
+    async def test_cancelled_permission_outcome_cancels_the_turn(self, scripted, session) -> None:
+        agent = scripted([[{"tool_call": {"name": "run_command", "arguments": {"command": "echo hi"}}}]])
+        agent.handlers["session/request_permission"] = lambda p: {"outcome": {"outcome": "cancelled"}}
+        async with agent:
+            sid = await session(agent)
+            assert (await agent.prompt(sid, "x"))["stopReason"] == "cancelled"
+
+    async def test_rejection_is_reported_to_the_model(self, scripted, session) -> None:
+        agent = scripted([[{"tool_call": {"name": "run_command", "arguments": {"command": "echo hi"}}}],
+                          [{"text": "understood"}]])
+        agent.handlers["session/request_permission"] = select_kind("reject_once")
+        async with agent:
+            sid = await session(agent)
+            assert (await agent.prompt(sid, "x"))["stopReason"] == "end_turn"
+            statuses = [u.get("status") for u in agent.updates_of(sid, "tool_call_update")]
+            assert statuses[-1] == "failed"
+
+    async def test_cancel_racing_the_natural_end(self, scripted, session) -> None:
+        """A cancel that arrives as the turn ends gives one response, either reason."""
+        agent = scripted([[{"text": "quick"}]] * 20)
+        async with agent:
+            sid = await session(agent)
+            for _ in range(10):
+                task = agent.start_request("session/prompt", {"sessionId": sid,
+                                                              "prompt": [{"type": "text", "text": "go"}]})
+                await asyncio.sleep(0.005)
+                await agent.notify("session/cancel", {"sessionId": sid})
+                response = await task
+                assert response["result"]["stopReason"] in ("end_turn", "cancelled")
+            assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"
+
+    async def test_cancel_request_on_the_prompt(self, scripted, session) -> None:
+        """$/cancel_request naming the prompt's id ends the turn as `cancelled`."""
+        agent = scripted([[{"text": "start "}, {"hang": True}]])
+        async with agent:
+            sid = await session(agent)
+            task = agent.start_request("session/prompt", {"sessionId": sid,
+                                                          "prompt": [{"type": "text", "text": "go"}]},
+                                       id="p-1")
+            await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
+            await agent.notify("$/cancel_request", {"requestId": "p-1"})
+            assert (await task)["result"]["stopReason"] == "cancelled"
+
+    async def test_queued_prompts_run_in_order_and_cancel_together(self, scripted, session) -> None:
+        """A second prompt on a busy session waits; session/cancel ends both."""
+        agent = scripted([[{"text": "one"}, {"sleep": 0.3}], [{"text": "two"}],
+                          [{"hang": True}], [{"text": "x"}]])
+        async with agent:
+            sid = await session(agent)
+            first = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "1"}]})
+            await asyncio.sleep(0.05)
+            second = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "2"}]})
+            r1, r2 = await first, await second
+            assert r1["result"]["stopReason"] == r2["result"]["stopReason"] == "end_turn"
+            assert text_of(agent, sid) == "onetwo"
+            third = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "3"}]})
+            await asyncio.sleep(0.1)
+            fourth = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "4"}]})
+            await asyncio.sleep(0.1)
+            await agent.notify("session/cancel", {"sessionId": sid})
+            assert (await third)["result"]["stopReason"] == "cancelled"
+            assert (await fourth)["result"]["stopReason"] == "cancelled"
+
+    async def test_sessions_run_in_parallel(self, scripted, session, workspace) -> None:
+        agent = scripted([[{"sleep": 0.5}, {"text": "a"}], [{"sleep": 0.5}, {"text": "b"}]])
+        async with agent:
+            s1 = await session(agent)
+            s2 = await agent.new_session(workspace)
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            await asyncio.gather(agent.prompt(s1, "x"), agent.prompt(s2, "y"))
+            assert loop.time() - start < 0.95
+
+    async def test_close_cancels_the_running_turn(self, scripted, session) -> None:
+        agent = scripted([[{"text": "start "}, {"hang": True}]])
+        async with agent:
+            sid = await session(agent)
+            task = agent.start_request("session/prompt", {"sessionId": sid,
+                                                          "prompt": [{"type": "text", "text": "go"}]})
+            await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
+            assert await agent.request("session/close", {"sessionId": sid}) == {}
+            assert (await task)["result"]["stopReason"] == "cancelled"
+            response = await agent.request_raw("session/prompt", {"sessionId": sid, "prompt": []})
+            assert response["error"]["code"] == -32002
+
+
+class TestProviderFailures:
+    async def test_rate_limit_is_retried(self, scripted, session) -> None:
+        agent = scripted([[{"error": {"status": 429, "retry_after": 0.05}}],
+                          [{"error": {"status": 503, "retry_after": 0.05}}],
+                          [{"text": "finally"}]])
+        async with agent:
+            sid = await session(agent)
+            assert (await agent.prompt(sid, "x"))["stopReason"] == "end_turn"
+            assert text_of(agent, sid) == "finally"
+
+    async def test_persistent_failure_is_a_clear_error(self, scripted, session) -> None:
+        agent = scripted([[{"error": {"status": 500, "retry_after": 0.01, "message": "upstream down"}}]] * 3
+                         + [[{"text": "recovered"}]],
+                         config="[limits]\nmax-retries = 2\n")
+        async with agent:
+            sid = await session(agent)
+            response = await agent.request_raw("session/prompt", {"sessionId": sid, "prompt": [
+                {"type": "text", "text": "x"}]})
+            assert response["error"]["code"] == -32603
+            assert "upstream down" in response["error"]["message"]
+            assert (await agent.prompt(sid, "y"))["stopReason"] == "end_turn"
+
+    async def test_auth_failure_is_auth_required(self, scripted, session) -> None:
+        agent = scripted([[{"error": {"status": 401, "message": "bad key"}}]])
+        async with agent:
+            sid = await session(agent)
+            response = await agent.request_raw("session/prompt", {"sessionId": sid, "prompt": [
+                {"type": "text", "text": "x"}]})
+            assert response["error"]["code"] == -32000
+
+    async def test_broken_stream_keeps_partial_text_and_errors(self, scripted, session) -> None:
+        agent = scripted([[{"text": "partial answer"}, {"disconnect": True}], [{"text": "ok"}]])
+        async with agent:
+            sid = await session(agent)
+            response = await agent.request_raw("session/prompt", {"sessionId": sid, "prompt": [
+                {"type": "text", "text": "x"}]})
+            assert response["error"]["code"] == -32603
+            assert text_of(agent, sid) == "partial answer"
+
+
+class TestPromptContent:
+    async def test_all_prompt_block_types(self, scripted, session) -> None:
+        agent = scripted([[{"text": "seen"}]])
+        async with agent:
+            sid = await session(agent)
+            result = await agent.request("session/prompt", {"sessionId": sid, "prompt": [
+                {"type": "text", "text": "look"},
+                {"type": "resource_link", "uri": "file:///a/b.py", "name": "b.py"},
+                {"type": "resource", "resource": {"uri": "file:///a/c.py", "text": "print(1)"}},
+                {"type": "resource", "resource": {"uri": "file:///a/d.bin", "blob": "AAEC"}},
+                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+            ]})
+            assert result["stopReason"] == "end_turn"
+
+    async def test_audio_is_rejected_when_not_advertised(self, scripted, session) -> None:
+        agent = scripted([[{"text": "seen"}]])
+        async with agent:
+            sid = await session(agent)
+            response = await agent.request_raw("session/prompt", {"sessionId": sid, "prompt": [
+                {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}]})
+            assert response["error"]["code"] == -32602

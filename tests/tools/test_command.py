@@ -1,0 +1,249 @@
+"""run_command: local process groups, and the editor's terminals."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from acp_agent.errors import RemoteError, ToolError
+from acp_agent.protocol import types as t
+from acp_agent.tools import shell
+from acp_agent.tools.command import RunCommand
+
+from ..schema_check import validate_def
+from .fake_client import FakeClient, wire
+
+run = RunCommand()
+
+
+def _live_members(pgid: int) -> list[int]:
+    """Processes of group ``pgid`` that are not zombies (those await their reaper)."""
+    live = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            live.append(int(pid))
+    return live
+
+
+async def _assert_group_gone(pgid: int) -> None:
+    assert _live_members(pgid) == []
+    deadline = time.monotonic() + 5  # orphaned zombies are reaped by init, maybe lazily
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        assert time.monotonic() < deadline, "process group still exists"
+        await asyncio.sleep(0.05)
+
+
+async def _wait_for(predicate, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)
+
+
+# ---------------------------------------------------------------------- metadata
+
+
+def test_title_access_permission_key(ws: Path, fake) -> None:
+    ctx = fake().context(str(ws))
+    assert run.title({"command": "pytest -q"}, ctx) == "Run `pytest -q`"
+    assert run.title({"command": "ls", "cwd": "src"}, ctx) == "Run `ls` in src"
+    assert run.kind == "execute"
+    assert run.access({"command": "ls"}, ctx) == ("execute", [str(ws)])
+    assert run.access({"command": "ls", "cwd": "src"}, ctx) == ("execute", [str(ws / "src")])
+    assert run.permission_key({"command": "git status --short"}) == "run_command:git"
+    assert run.permission_key({"command": "  'my tool' --x"}) == "run_command:my tool"
+    assert run.permission_key({"command": "echo 'unbalanced"}) == "run_command:echo"
+    with pytest.raises(ToolError):
+        run.access({}, ctx)
+
+
+# ---------------------------------------------------------------------- local
+
+
+async def test_local_output_exit_code_cwd(ws: Path, fake, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    client = fake(read=True, write=True)  # no terminal capability
+    ctx = client.context(str(ws))
+    out = await run.run({"command": "pwd; echo err >&2; exit 3", "cwd": "src"}, ctx)
+    assert out.text == f"{ws / 'src'}\nerr\n\nExit code: 3"
+    assert out.raw_output == {"exitCode": 3, "signal": None, "output": f"{ws / 'src'}\nerr\n",
+                              "truncated": False, "timedOut": False}
+    assert client.calls == [] and client.emitted == []
+    body = wire(out.content)[0]["content"]["text"]
+    assert body.startswith("```\n") and body.endswith("Exit code: 3")
+    default_cwd = await run.run({"command": "pwd"}, ctx)
+    assert default_cwd.text.startswith(str(ws) + "\n")
+    with pytest.raises(ToolError, match="working directory"):
+        await run.run({"command": "true", "cwd": "nope"}, ctx)
+
+
+async def test_local_timeout_kills_group(ws: Path, fake) -> None:
+    ctx = fake().context(str(ws))
+    started = time.monotonic()
+    out = await run.run({"command": "echo $$ > pid; echo started; sleep 30 & sleep 30",
+                         "timeout_ms": 300}, ctx)
+    assert time.monotonic() - started < 4
+    assert out.raw_output["timedOut"] is True
+    assert "started" in out.text and "Timed out after 0.3 s" in out.text
+    await _assert_group_gone(int((ws / "pid").read_text()))
+
+
+async def test_local_background_job_holding_output_does_not_hang(ws: Path, fake) -> None:
+    started = time.monotonic()
+    out = await run.run({"command": "echo $$ > pid; echo hi; sleep 30 &"},
+                        fake().context(str(ws)))
+    assert time.monotonic() - started < 3
+    assert out.text == "hi\n\nExit code: 0"
+    await _assert_group_gone(int((ws / "pid").read_text()))
+
+
+async def test_local_flood_is_bounded(ws: Path, fake) -> None:
+    cmd = "echo FIRST; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo LAST"
+    out = await run.run({"command": cmd}, fake().context(str(ws)))
+    assert out.raw_output["truncated"] is True
+    assert len(out.raw_output["output"]) <= shell.OUTPUT_LIMIT + 100
+    assert out.text.startswith("FIRST\n") and "bytes of output omitted" in out.text
+    assert out.text.endswith("LAST\n\nExit code: 0")
+
+
+async def test_local_cancel_kills_group(ws: Path, fake) -> None:
+    ctx = fake().context(str(ws))
+    task = asyncio.create_task(run.run(
+        {"command": "echo $$ > pid; sleep 30 & sleep 30; echo never"}, ctx))
+    await _wait_for(lambda: (ws / "pid").exists() and (ws / "pid").read_text().strip() != "")
+    await asyncio.sleep(0.05)
+    pgid = int((ws / "pid").read_text())
+    os.killpg(pgid, 0)  # running
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await _assert_group_gone(pgid)
+
+
+async def test_local_signal_exit(ws: Path, fake) -> None:
+    out = await run.run({"command": "kill -TERM $$"}, fake().context(str(ws)))
+    assert out.raw_output["signal"] == "SIGTERM" and out.raw_output["exitCode"] is None
+    assert "Killed by signal SIGTERM" in out.text
+
+
+# ---------------------------------------------------------------------- editor terminal
+
+
+async def test_terminal_route(ws: Path, fake) -> None:
+    client: FakeClient = fake(terminal=True)
+    ctx = client.context(str(ws))
+    out = await run.run({"command": "echo hello; echo oops >&2; exit 2", "cwd": "src"}, ctx)
+    assert client.methods == ["terminal/create", "terminal/wait_for_exit", "terminal/output",
+                              "terminal/release"]
+    create = wire(client.calls[0][1])
+    assert create["command"] == "/bin/sh"
+    assert create["args"] == ["-c", "echo hello; echo oops >&2; exit 2"]
+    assert create["cwd"] == str(ws / "src") and create["outputByteLimit"] == shell.OUTPUT_LIMIT
+    assert create["sessionId"] == "sess-1"
+    # the terminal is embedded in the tool call before anything else happens to it
+    kinds = [e[0] if e[0] == "emit" else e[1][0] for e in client.events]
+    assert kinds[:3] == ["terminal/create", "emit", "terminal/wait_for_exit"]
+    assert wire(client.emitted[0]) == {"sessionUpdate": "tool_call_update",
+                                       "toolCallId": "call-1",
+                                       "content": [{"type": "terminal", "terminalId": "term-1"}]}
+    assert out.text == "hello\noops\n\nExit code: 2"
+    assert out.raw_output["exitCode"] == 2 and out.raw_output["timedOut"] is False
+    assert wire(out.content)[0] == {"type": "terminal", "terminalId": "term-1"}
+    assert all(validate_def("ToolCallContent", c) == [] for c in wire(out.content))
+    assert client.terminals["term-1"].released
+
+
+async def test_terminal_timeout_kills_outputs_releases(ws: Path, fake) -> None:
+    client: FakeClient = fake(terminal=True)
+    started = time.monotonic()
+    out = await run.run({"command": "echo partial; sleep 30", "timeout_ms": 300},
+                        client.context(str(ws)))
+    assert time.monotonic() - started < 4
+    assert client.methods == ["terminal/create", "terminal/wait_for_exit", "terminal/kill",
+                              "terminal/output", "terminal/release"]
+    assert out.raw_output["timedOut"] is True and "partial" in out.text
+    assert "Timed out" in out.text
+    term = client.terminals["term-1"]
+    assert term.killed and term.released and term.proc.returncode is not None
+
+
+async def test_terminal_cancel_kills_and_releases(ws: Path, fake) -> None:
+    client: FakeClient = fake(terminal=True)
+    task = asyncio.create_task(run.run({"command": "sleep 30"}, client.context(str(ws))))
+    await _wait_for(lambda: "terminal/wait_for_exit" in client.methods)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.methods[-2:] == ["terminal/kill", "terminal/release"]
+    term = client.terminals["term-1"]
+    assert term.released and term.proc.returncode is not None
+
+
+async def test_terminal_cancel_during_create_still_releases(ws: Path, fake) -> None:
+    client: FakeClient = fake(terminal=True)
+    client.delay["terminal/create"] = 0.2
+    task = asyncio.create_task(run.run({"command": "sleep 30"}, client.context(str(ws))))
+    await _wait_for(lambda: "terminal/create" in client.methods)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await _wait_for(lambda: "terminal/release" in client.methods)
+    assert client.methods == ["terminal/create", "terminal/kill", "terminal/release"]
+    assert client.terminals["term-1"].released
+
+
+async def test_terminal_release_survives_a_second_cancel(ws: Path, fake) -> None:
+    client: FakeClient = fake(terminal=True)
+    client.delay["terminal/kill"] = 0.2
+    task = asyncio.create_task(run.run({"command": "sleep 30"}, client.context(str(ws))))
+    await _wait_for(lambda: "terminal/wait_for_exit" in client.methods)
+    task.cancel()
+    await _wait_for(lambda: "terminal/kill" in client.methods)
+    task.cancel()  # impatient: cancel again while cleaning up
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await _wait_for(lambda: "terminal/release" in client.methods)
+    await _wait_for(lambda: client.terminals["term-1"].released)
+    assert client.methods[-2:] == ["terminal/kill", "terminal/release"]
+
+
+async def test_terminal_output_bounded_and_truncation_reported(ws: Path, fake) -> None:
+    client: FakeClient = fake(terminal=True)
+    out = await run.run({"command": "head -c 200000 /dev/zero | tr '\\0' y; echo; echo END"},
+                        client.context(str(ws)))
+    assert out.raw_output["truncated"] is True
+    assert len(out.raw_output["output"]) <= shell.OUTPUT_LIMIT
+    assert out.text.endswith("END\n\nExit code: 0")
+
+
+async def test_terminal_errors(ws: Path, fake) -> None:
+    client: FakeClient = fake(terminal=True)
+    client.fail["terminal/create"] = RemoteError(-32603, "no shells today")
+    with pytest.raises(ToolError, match="no shells today"):
+        await run.run({"command": "true"}, client.context(str(ws)))
+    assert client.methods == ["terminal/create"]
+    broken: FakeClient = fake(terminal=True)
+    broken.fail["terminal/output"] = RemoteError(-32603, "lost it")
+    with pytest.raises(ToolError, match="lost it"):
+        await run.run({"command": "true"}, broken.context(str(ws)))
+    assert broken.methods[-2:] == ["terminal/kill", "terminal/release"]
+
+
+def test_no_terminal_calls_without_capability() -> None:
+    client = FakeClient(read=True, write=True)
+    assert not client.allows("terminal/create")
+    assert isinstance(client.capabilities, t.ClientCapabilities)
