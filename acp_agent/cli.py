@@ -23,14 +23,41 @@ environment:
 precedence: flags > environment > config file > defaults"""
 
 
+HUMAN_EPILOG = """\
+The agent runs as a subprocess and is driven through the protocol, as an editor would.
+Permission questions are asked at the keyboard (or answered by --yes; rejected when
+stdin is not a terminal). Ctrl-C cancels the running turn."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="acp-agent",
-        description=DESCRIPTION,
+        description=DESCRIPTION + "\n\nAlso: `acp-agent run PROMPT` and `acp-agent chat` (see --help).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"acp-agent {__version__}")
+    _agent_flags(p)
+    return p
+
+
+def build_human_parser(command: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"acp-agent {command}",
+        description="Run one prompt in the terminal." if command == "run"
+        else "Chat with the agent in the terminal.",
+        epilog=HUMAN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    if command == "run":
+        p.add_argument("prompt", help="the prompt text")
+    p.add_argument("--yes", "-y", action="store_true", help="allow every tool call without asking")
+    p.add_argument("--cwd", default=None, help="the session's directory (default: current)")
+    _agent_flags(p)
+    return p
+
+
+def _agent_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         metavar="SPEC",
@@ -63,7 +90,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="log verbosity; logs go to stderr or --log-file (default: warning)",
     )
     p.add_argument("--log-file", metavar="FILE", help="append logs to FILE instead of stderr")
-    return p
+
+
+def _forward(args: argparse.Namespace) -> list[str]:
+    """The agent flags given to the human mode, for its agent subprocess."""
+    out: list[str] = []
+    for flag in ("model", "base_url", "config", "state_dir", "mode", "log_level", "log_file"):
+        value = getattr(args, flag)
+        if value:
+            out += ["--" + flag.replace("_", "-"), value]
+    return out
+
+
+def human_main(argv: list[str]) -> None:
+    args = build_human_parser(argv[0]).parse_args(argv[1:])
+    import asyncio
+
+    from .human import run_human
+
+    cwd = os.path.abspath(args.cwd or os.getcwd())
+    prompt = args.prompt if argv[0] == "run" else None
+    raise SystemExit(asyncio.run(run_human(_forward(args), prompt, yes=args.yes, cwd=cwd)))
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -83,6 +130,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("run", "chat"):
+        human_main(argv)
     # Editors usually pass no flags: skip argparse's import then (start-up matters).
     args = build_parser().parse_args(argv) if argv else None
     from . import config as config_mod

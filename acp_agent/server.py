@@ -20,4 +20,4 @@ async def serve(config: Config) -> None:
         agent.cancel_all()  # stdin closed: every turn ends now (children are killed)
         await connection.close(grace=0.3)
         await agent.shutdown()
-        writer.close()
+        await writer.aclose()

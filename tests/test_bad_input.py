@@ -203,3 +203,20 @@ class TestShutdown:
             code = await agent.close(timeout=5)
             assert code == 0
             assert loop.time() - start < 1.0
+
+    async def test_eof_while_streaming_leaves_only_complete_lines(
+        self, checker, state_dir, workspace, tmp_path
+    ) -> None:
+        """Closing stdin mid-stream: buffered output is flushed as whole lines, then exit."""
+        script = tmp_path / "s.json"
+        script.write_text(json.dumps([[{"text": "word " * 400_000}]]))
+        async with AgentProcess(checker, "--state-dir", state_dir,
+                                env={"ACP_AGENT_OFFLINE_SCRIPT": str(script)}) as agent:
+            await agent.initialize()
+            sid = await agent.new_session(workspace)
+            agent.start_request("session/prompt", {"sessionId": sid,
+                                                   "prompt": [{"type": "text", "text": "go"}]})
+            await agent.wait_for(lambda: len(agent.updates_of(sid, "agent_message_chunk")) > 1000)
+            assert await agent.close(timeout=5) == 0
+        # the harness reports any line without its newline terminator to the checker
+        assert not [f for f in checker.failures if "terminator" in f]

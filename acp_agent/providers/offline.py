@@ -181,7 +181,7 @@ def _calls_made(messages: list[Message]) -> list[str]:
         if isinstance(m, UserMessage):
             break
         if isinstance(m, AssistantMessage):
-            names.extend(p.name for p in m.parts if isinstance(p, ToolCallPart))
+            names[:0] = [p.name for p in m.parts if isinstance(p, ToolCallPart)]
     return names
 
 
@@ -272,7 +272,8 @@ def demo_steps(request: ModelRequest) -> list[dict[str, Any]]:
 def _report(result: ToolResultMessage) -> str:
     body = _result_text(result)
     if result.is_error:
-        return f"`{result.name}` did not run: {body or 'no details'}. I'll leave it there."
+        reason = (body or "no details").rstrip(".")
+        return f"`{result.name}` did not run: {reason}. I'll leave it there."
     if not body:
         return f"`{result.name}` finished with no output."
     return f"`{result.name}` returned:\n\n```\n{body}\n```"

@@ -43,7 +43,9 @@ class LineSink(Protocol):
 
     async def drain(self) -> None: ...
 
-    def close(self) -> None: ...
+    async def aclose(self, timeout: float = 1.0) -> None:
+        """Flush what is buffered (complete lines only reach the peer) and close."""
+        ...
 
 
 class LineReader(asyncio.Protocol):
@@ -145,42 +147,95 @@ class LineReader(asyncio.Protocol):
         return item
 
 
-class PipeWriter(asyncio.Protocol):
-    """Writes lines to a write transport; ``drain`` waits while the peer is slow."""
+class PipeWriter:
+    """Writes lines to a pipe without blocking the event loop.
 
-    def __init__(self) -> None:
-        self._transport: asyncio.WriteTransport | None = None
+    Bytes the pipe does not take at once wait in a buffer that the loop flushes when the
+    pipe is writable; ``drain`` waits while that buffer is large (a slow reader). On
+    close, if the peer stops reading, the line that was cut mid-way is still completed,
+    so the peer only ever sees whole lines.
+    """
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self._file = file  # keeps the descriptor open
+        self._fd = fd = file.fileno()
+        os.set_blocking(fd, False)
+        self._loop = asyncio.get_running_loop()
+        self._buf = bytearray()
         self._can_write = asyncio.Event()
         self._can_write.set()
+        self._flushed = asyncio.Event()
+        self._flushed.set()
         self._closed = False
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.WriteTransport)
-        self._transport = transport
-        transport.set_write_buffer_limits(high=_HIGH_WATER)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
-        self._can_write.set()
-
-    def pause_writing(self) -> None:
-        self._can_write.clear()
-
-    def resume_writing(self) -> None:
-        self._can_write.set()
-
     def write_line(self, line: bytes) -> None:
-        if self._closed or self._transport is None:
+        if self._closed:
             return
-        self._transport.write(line)
+        if not self._buf:
+            try:
+                n = os.write(self._fd, line)
+            except BlockingIOError:
+                n = 0
+            except OSError:  # the reader went away (EPIPE)
+                self._closed = True
+                return
+            if n == len(line):
+                return
+            self._buf += memoryview(line)[n:]
+            self._flushed.clear()
+            self._loop.add_writer(self._fd, self._on_writable)
+        else:
+            self._buf += line
+        if len(self._buf) > _HIGH_WATER:
+            self._can_write.clear()
+
+    def _on_writable(self) -> None:
+        try:
+            n = os.write(self._fd, self._buf)
+        except BlockingIOError:
+            return
+        except OSError:
+            self._closed = True
+            n = len(self._buf)
+        del self._buf[:n]
+        if len(self._buf) < _HIGH_WATER // 4:
+            self._can_write.set()
+        if not self._buf:
+            self._loop.remove_writer(self._fd)
+            self._flushed.set()
 
     async def drain(self) -> None:
         if not self._can_write.is_set():
             await self._can_write.wait()
 
-    def close(self) -> None:
-        if self._transport is not None and not self._closed:
-            self._transport.close()
+    async def aclose(self, timeout: float = 1.0) -> None:
+        if self._buf and not self._closed:
+            try:
+                await asyncio.wait_for(self._flushed.wait(), timeout)
+            except TimeoutError:
+                self._finish_cut_line()
+        self._closed = True
+        if self._buf:
+            self._loop.remove_writer(self._fd)
+            self._buf.clear()
+        self._can_write.set()
+
+    def _finish_cut_line(self) -> None:
+        """Write up to the end of the line that is partly out (blocking, bounded)."""
+        import select
+
+        rest = self._buf[: self._buf.find(b"\n") + 1]
+        deadline = self._loop.time() + 2.0
+        while rest and self._loop.time() < deadline:
+            if not select.select([], [self._fd], [], 0.1)[1]:
+                continue
+            try:
+                n = os.write(self._fd, rest)
+            except BlockingIOError:
+                continue
+            except OSError:
+                return
+            del rest[:n]
 
 
 class FdWriter:
@@ -199,7 +254,7 @@ class FdWriter:
     async def drain(self) -> None:
         return None
 
-    def close(self) -> None:
+    async def aclose(self, timeout: float = 1.0) -> None:
         return None
 
 
@@ -231,9 +286,7 @@ async def open_stdio(max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> tuple[LineRe
     stdout = os.fdopen(stdout_fd, "wb", buffering=0)
     writer: LineSink
     if _pollable(stdout_fd):
-        pipe_writer = PipeWriter()
-        await loop.connect_write_pipe(lambda: pipe_writer, stdout)
-        writer = pipe_writer
+        writer = PipeWriter(stdout)
     else:
         writer = FdWriter(stdout)
     return reader, writer
@@ -251,5 +304,5 @@ class MemoryPipe:
     async def drain(self) -> None:
         await asyncio.sleep(0)
 
-    def close(self) -> None:
+    async def aclose(self, timeout: float = 1.0) -> None:
         self._reader.feed_eof()
