@@ -32,7 +32,8 @@ stdin is not a terminal). Ctrl-C cancels the running turn."""
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="acp-agent",
-        description=DESCRIPTION + "\n\nAlso: `acp-agent run PROMPT` and `acp-agent chat` (see --help).",
+        description=DESCRIPTION
+        + "\n\nAlso: `acp-agent run PROMPT` and `acp-agent chat` (see --help).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -44,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
 def build_human_parser(command: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"acp-agent {command}",
-        description="Run one prompt in the terminal." if command == "run"
+        description="Run one prompt in the terminal."
+        if command == "run"
         else "Chat with the agent in the terminal.",
         epilog=HUMAN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

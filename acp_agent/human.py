@@ -72,7 +72,11 @@ class Renderer:
             self.usage = u
         elif kind == "notice":
             self._switch(None)
-            self.out.write(self.s("33", f"! {u['title']}") + (f": {u['description']}" if u.get("description") else "") + "\n")
+            self.out.write(
+                self.s("33", f"! {u['title']}")
+                + (f": {u['description']}" if u.get("description") else "")
+                + "\n"
+            )
         self.out.flush()
 
     def _tool(self, u: dict[str, Any]) -> None:
@@ -85,7 +89,9 @@ class Renderer:
         self._switch(None)
         mark = STATUS_MARK.get(status, "?")
         color = "32" if status == "completed" else "31"
-        self.out.write(self.s(color, f"{mark} {call.get('title', call.get('name', 'tool'))}") + "\n")
+        self.out.write(
+            self.s(color, f"{mark} {call.get('title', call.get('name', 'tool'))}") + "\n"
+        )
         if call.get("kind") != "think" or status == "failed":  # a plan is shown as a plan
             for item in call.get("content") or []:
                 self.out.write(self._content(item))
@@ -117,7 +123,9 @@ class Renderer:
         if self.usage:
             parts.append(f"context: {self.usage['used']}/{self.usage['size']}")
             if self.usage.get("cost"):
-                parts.append(f"cost: {self.usage['cost']['amount']:.4f} {self.usage['cost']['currency']}")
+                parts.append(
+                    f"cost: {self.usage['cost']['amount']:.4f} {self.usage['cost']['currency']}"
+                )
         self.out.write(self.s.dim("— " + " · ".join(parts)) + "\n")
         self.out.flush()
 
@@ -139,13 +147,17 @@ class HumanClient:
         self.yes = yes
         self.ids = itertools.count(1)
         self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self.spinner: asyncio.Task[None] | None = None
-        self.busy = False
+        self.tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "acp_agent", *self.agent_args,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 28,
+            sys.executable,
+            "-m",
+            "acp_agent",
+            *self.agent_args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=1 << 28,
         )
         self.reader = asyncio.create_task(self._read())
 
@@ -168,7 +180,9 @@ class HumanClient:
         while line := await self.proc.stdout.readline():
             msg = json.loads(line)
             if "method" in msg and "id" in msg:
-                asyncio.create_task(self._answer(msg))
+                task = asyncio.create_task(self._answer(msg))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
             elif msg.get("method") == "session/update":
                 self._clear_progress()
                 self.r.update(msg["params"]["update"])
@@ -191,7 +205,9 @@ class HumanClient:
         else:
             kind = await self._ask(params["toolCall"].get("title") or "a tool call")
         option = options.get(kind) or next(iter(options.values()))
-        self._send({"id": msg["id"], "result": {"outcome": {"outcome": "selected", "optionId": option}}})
+        self._send(
+            {"id": msg["id"], "result": {"outcome": {"outcome": "selected", "optionId": option}}}
+        )
 
     async def _ask(self, title: str) -> str:
         self._clear_progress()
@@ -222,8 +238,10 @@ class HumanClient:
     async def prompt(self, session_id: str, text: str) -> dict[str, Any]:
         spinner = asyncio.create_task(self._progress())
         try:
-            result = await self.request("session/prompt", {
-                "sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
+            result = await self.request(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
+            )
         finally:
             spinner.cancel()
             self._clear_progress()
@@ -245,11 +263,17 @@ async def run_human(agent_args: list[str], prompt: str | None, *, yes: bool, cwd
     """``prompt`` runs one turn; ``None`` starts an interactive chat."""
     client = HumanClient(agent_args, Renderer(sys.stdout), yes=yes)
     await client.start()
-    await client.request("initialize", {
-        "protocolVersion": 1,
-        "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
-        "clientInfo": {"name": "acp-agent-human", "version": "1"},
-    })
+    await client.request(
+        "initialize",
+        {
+            "protocolVersion": 1,
+            "clientCapabilities": {
+                "fs": {"readTextFile": False, "writeTextFile": False},
+                "terminal": False,
+            },
+            "clientInfo": {"name": "acp-agent-human", "version": "1"},
+        },
+    )
     session = await client.request("session/new", {"cwd": cwd, "mcpServers": []})
     sid = session["sessionId"]
     code = 0

@@ -65,6 +65,7 @@ class AgentProcess:
         self.stderr = b""
 
     async def start(self) -> AgentProcess:
+        assert self.proc is None, "agent already started"
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

@@ -47,7 +47,6 @@ def text_of(agent: AgentProcess, sid: str, kind: str = "agent_message_chunk") ->
 
 
 async def _start(agent: AgentProcess, workspace: str) -> str:
-    await agent.start()
     await agent.initialize()
     return await agent.new_session(workspace)
 

@@ -35,7 +35,6 @@ def scripted(checker, state_dir: str, tmp_path: Path) -> Callable[..., AgentProc
 @pytest.fixture
 async def session(workspace: str) -> AsyncIterator[Callable[[AgentProcess], Any]]:
     async def start(agent: AgentProcess, **caps: Any) -> str:
-        await agent.start()
         await agent.initialize(caps or None)
         return await agent.new_session(workspace)
 
@@ -320,3 +319,49 @@ class TestPromptContent:
             response = await agent.request_raw("session/prompt", {"sessionId": sid, "prompt": [
                 {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}]})
             assert response["error"]["code"] == -32602
+
+
+class TestCancelRunningTools:
+    async def test_cancel_during_a_local_command_kills_it(self, scripted, session, tmp_path) -> None:
+        """session/cancel while `run_command` runs: the turn answers `cancelled` and the
+        command's process group is gone."""
+        import os
+
+        pidfile = tmp_path / "pid"
+        command = f"echo $$ > {pidfile}; sleep 60"
+        agent = scripted([[{"tool_call": {"name": "run_command", "arguments": {"command": command}}}],
+                          [{"text": "next"}]])
+        async with agent:
+            sid = await session(agent)
+            await agent.request("session/set_mode", {"sessionId": sid, "modeId": "bypass"})
+            task = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [
+                {"type": "text", "text": "go"}]})
+            await agent.wait_for(lambda: any(u.get("status") == "in_progress"
+                                             for u in agent.updates_of(sid, "tool_call_update")))
+            for _ in range(100):
+                if pidfile.exists() and pidfile.read_text().strip():
+                    break
+                await asyncio.sleep(0.05)
+            pid = int(pidfile.read_text())
+            await agent.notify("session/cancel", {"sessionId": sid})
+            assert (await task)["result"]["stopReason"] == "cancelled"
+            assert agent.updates_of(sid, "tool_call_update")[-1]["status"] == "failed"
+            for _ in range(100):  # the container's init may reap zombies lazily
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                if _is_zombie(pid):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"process {pid} still running after cancel")
+            assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True

@@ -256,7 +256,7 @@ async def bench_cancel_and_exit(runs: int, tmp: str) -> dict[str, float]:
         await a.start()
         sid = await a.init_and_session(tmp)
         started = asyncio.Event()
-        a.on_update = lambda line, ev=started: ev.set()
+        a.on_update = lambda line, ev=started: b"agent_message_chunk" in line and ev.set()
         fut = a.request(
             "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
         )

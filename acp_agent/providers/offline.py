@@ -60,9 +60,14 @@ _WORDS = re.compile(r"\S+\s*|\s+")
 
 def chunk_words(text: str, per_chunk: int = 2) -> Iterator[str]:
     """Split text into small chunks of a few words (keeping whitespace)."""
-    words = _WORDS.findall(text)
-    for i in range(0, len(words), per_chunk):
-        yield "".join(words[i : i + per_chunk])
+    batch: list[str] = []
+    for match in _WORDS.finditer(text):  # lazily: a huge text must not block the loop
+        batch.append(match.group())
+        if len(batch) == per_chunk:
+            yield "".join(batch)
+            batch.clear()
+    if batch:
+        yield "".join(batch)
 
 
 def estimate_tokens(messages: list[Message], system: str) -> int:

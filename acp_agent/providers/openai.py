@@ -27,6 +27,7 @@ from ..errors import (
     ProviderHTTPError,
     ProviderStreamError,
 )
+from ._openai_wire import Chunk, ChunkStream, Delta, ToolCallFragment, Usage
 from .base import (
     AssistantMessage,
     Finished,
@@ -47,10 +48,9 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI, AsyncStream
-    from openai.types.chat import ChatCompletionChunk
-    from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
-    from openai.types.completion_usage import CompletionUsage
+    from openai import AsyncOpenAI
+
+_EMPTY_DELTA = Delta()
 
 PLACEHOLDER_KEY = "no-key"  # local OpenAI-compatible servers want some bearer token, not a real one
 _FINISH: dict[str, FinishReason] = {
@@ -132,11 +132,12 @@ class OpenAIProvider:
         return params
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        async def open_stream() -> AsyncStream[ChatCompletionChunk]:
+        async def open_stream() -> ChunkStream:
             client = self._ensure_client()
-            stream: AsyncStream[ChatCompletionChunk]
-            stream = await client.chat.completions.create(**self.request_params(request))
-            return stream
+            params = self.request_params(request)
+            return await ChunkStream(
+                client.chat.completions.with_streaming_response.create(**params)
+            ).open()
 
         return relay(open_stream, _ChunkAssembler(), _map_error)
 
@@ -168,14 +169,14 @@ class _ChunkAssembler:
         self.calls: list[_Call] = []
         self.by_index: dict[int, _Call] = {}
 
-    def feed(self, chunk: ChatCompletionChunk) -> list[StreamEvent]:
+    def feed(self, chunk: Chunk) -> list[StreamEvent]:
         events: list[StreamEvent] = []
         if chunk.usage is not None:
             self.usage = _usage(chunk.usage)
         for choice in chunk.choices or ():
             if choice.index != 0:
                 continue
-            delta = choice.delta
+            delta = choice.delta or _EMPTY_DELTA
             # vLLM/DeepSeek send ``reasoning_content``; Ollama/OpenRouter ``reasoning``.
             thought = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
             if isinstance(thought, str) and thought:
@@ -192,7 +193,7 @@ class _ChunkAssembler:
         self.started = self.started or bool(events)
         return events
 
-    def _tool_fragment(self, frag: ChoiceDeltaToolCall, events: list[StreamEvent]) -> None:
+    def _tool_fragment(self, frag: ToolCallFragment, events: list[StreamEvent]) -> None:
         index = frag.index if frag.index is not None else len(self.calls)
         call = self.by_index.get(index)
         # Some servers reuse index 0 for every call: a new id means a new call.
@@ -238,7 +239,7 @@ def _map_error(exc: Exception, started: bool) -> ProviderError:
     return map_sdk_error(exc, "OpenAI", started=started)
 
 
-def _usage(u: CompletionUsage) -> UsageReport:
+def _usage(u: Usage) -> UsageReport:
     prompt = u.prompt_tokens_details
     completion = u.completion_tokens_details
     return UsageReport(
@@ -347,6 +348,10 @@ async def relay(
                 events = assembler.feed(await anext(iterator))
             except StopAsyncIteration:
                 break
+            except ProviderError as exc:
+                if assembler.started and not isinstance(exc, ProviderStreamError):
+                    raise ProviderStreamError(exc.message) from exc
+                raise
             except Exception as exc:
                 raise map_error(exc, assembler.started) from exc
             for event in events:

@@ -149,6 +149,7 @@ class Connection:
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending: dict[int, tuple[asyncio.Future[Raw], type]] = {}
         self._ids = itertools.count()
+        self._sent = 0
         self._closed = False
 
     # ------------------------------------------------------------------ serving
@@ -328,10 +329,16 @@ class Connection:
         self._send(_Error("2.0", request_id, exc.to_dict()))
 
     async def notify(self, method: str, params: Any) -> None:
-        """Send a notification (waits only when the peer is not reading fast enough)."""
+        """Send a notification (waits when the peer is not reading fast enough).
+
+        Every few notifications it also yields to the event loop, so a stream that never
+        waits on I/O (a fast model, a replay) cannot starve ``session/cancel``."""
         if self._closed:
             return
         self._writer.write_line(self._encoder.encode(_Notification("2.0", method, params)) + b"\n")
+        self._sent += 1
+        if not self._sent & 31:
+            await asyncio.sleep(0)
         await self._writer.drain()
 
     async def request(self, method: str, params: Any, result_type: type[R]) -> R:

@@ -17,7 +17,7 @@ import sys
 from typing import IO, Protocol
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-_HIGH_WATER = 4 * 1024 * 1024
+_HIGH_WATER = 256 * 1024  # bounds the backlog a cancel response waits behind
 _READ_QUEUE_PAUSE = 64
 
 
@@ -284,11 +284,7 @@ async def open_stdio(max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> tuple[LineRe
     # Anything printed by accident now goes to stderr, never into the protocol stream.
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     stdout = os.fdopen(stdout_fd, "wb", buffering=0)
-    writer: LineSink
-    if _pollable(stdout_fd):
-        writer = PipeWriter(stdout)
-    else:
-        writer = FdWriter(stdout)
+    writer: LineSink = PipeWriter(stdout) if _pollable(stdout_fd) else FdWriter(stdout)
     return reader, writer
 
 
