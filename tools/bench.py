@@ -200,7 +200,8 @@ async def bench_stream_offline(runs: int, tmp: str, chunks: int) -> dict[str, fl
     }
 
 
-async def bench_stream_openai(runs: int, tmp: str, chunks: int) -> dict[str, float]:
+async def bench_stream_sdk(runs: int, tmp: str, chunks: int, vendor: str) -> dict[str, float]:
+    """Through the real SDK (``vendor`` openai or anthropic) against the local fake server."""
     server = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -216,16 +217,14 @@ async def bench_stream_openai(runs: int, tmp: str, chunks: int) -> dict[str, flo
     rates, cpus, firsts, rss = [], [], [], []
     try:
         for _ in range(runs):
+            model, url = (
+                ("openai:gpt-4.1", f"http://127.0.0.1:{port}/v1")
+                if vendor == "openai"
+                else ("anthropic:claude-sonnet-4-5", f"http://127.0.0.1:{port}")
+            )
             a = Agent(
-                *agent_cmd(
-                    "--state-dir",
-                    tmp,
-                    "--model",
-                    "openai:gpt-4.1",
-                    "--base-url",
-                    f"http://127.0.0.1:{port}/v1",
-                ),
-                env={"OPENAI_API_KEY": "bench"},
+                *agent_cmd("--state-dir", tmp, "--model", model, "--base-url", url),
+                env={"OPENAI_API_KEY": "bench", "ANTHROPIC_API_KEY": "bench"},
             )
             await a.start()
             sid = await a.init_and_session(tmp)
@@ -240,10 +239,10 @@ async def bench_stream_openai(runs: int, tmp: str, chunks: int) -> dict[str, flo
         server.kill()
         await server.wait()
     return {
-        "openai_chunks_per_s": median(rates),
-        "openai_cpu_us_per_chunk": median(cpus),
-        "openai_first_chunk_ms": median(firsts),
-        "peak_rss_mb_with_openai": median(rss),
+        f"{vendor}_chunks_per_s": median(rates),
+        f"{vendor}_cpu_us_per_chunk": median(cpus),
+        f"{vendor}_first_chunk_ms": median(firsts),
+        f"peak_rss_mb_with_{vendor}": median(rss),
     }
 
 
@@ -321,7 +320,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             out.update(base)
         if args.only in (None, "stream"):
             out.update(await bench_stream_offline(max(3, args.runs // 4), tmp, args.chunks))
-            out.update(await bench_stream_openai(max(3, args.runs // 4), tmp, args.chunks))
+            for vendor in ("openai", "anthropic"):
+                out.update(await bench_stream_sdk(max(3, args.runs // 4), tmp, args.chunks, vendor))
         if args.only in (None, "cancel", "exit"):
             out.update(await bench_cancel_and_exit(max(5, args.runs // 2), tmp))
     return out

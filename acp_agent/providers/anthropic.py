@@ -13,9 +13,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from ..errors import ProviderAuthError, ProviderError, ProviderHTTPError, ProviderStreamError
+from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
+from ._wire import AEvent, EventStream, anthropic_event
 from .base import (
     AssistantMessage,
     Finished,
@@ -41,8 +40,7 @@ from .models import model_info
 from .openai import map_sdk_error, parse_tool_arguments, relay
 
 if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic, AsyncStream
-    from anthropic.types import RawMessageStreamEvent
+    from anthropic import AsyncAnthropic
 
 THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}
 _MIN_BUDGET = 1024  # the API's minimum
@@ -56,7 +54,6 @@ _STOP: dict[str, FinishReason] = {
     "model_context_window_exceeded": "length",
     "refusal": "refusal",
 }
-_STREAM_ERROR_STATUS = {"overloaded_error": 529, "rate_limit_error": 429}
 
 
 class AnthropicProvider:
@@ -129,11 +126,10 @@ class AnthropicProvider:
         return params
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        async def open_stream() -> AsyncStream[RawMessageStreamEvent]:
+        async def open_stream() -> EventStream[AEvent]:
             client = self._ensure_client()
-            stream: AsyncStream[RawMessageStreamEvent]
-            stream = await client.messages.create(**self.request_params(request))
-            return stream
+            raw = client.messages.with_streaming_response.create(**self.request_params(request))
+            return await EventStream(raw, AEvent, anthropic_event).open()
 
         return relay(open_stream, _EventAssembler(), _map_error)
 
@@ -144,18 +140,6 @@ class AnthropicProvider:
 
 
 def _map_error(exc: Exception, started: bool) -> ProviderError:
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and status < 400 and hasattr(exc, "body"):
-        # An ``error`` SSE event inside a 200 response (e.g. overloaded_error).
-        body: Any = exc.body
-        error = body.get("error", {}) if isinstance(body, dict) else {}
-        kind = error.get("type", "error") if isinstance(error, dict) else "error"
-        detail = error.get("message", "") if isinstance(error, dict) else str(body)
-        message = f"Anthropic stream error {kind}: {detail}"
-        if started:
-            return ProviderStreamError(message)
-        text = msgspec.json.encode(body).decode() if isinstance(body, dict) else str(body)
-        return ProviderHTTPError(message, _STREAM_ERROR_STATUS.get(kind, 500), text)
     return map_sdk_error(exc, "Anthropic", started=started)
 
 

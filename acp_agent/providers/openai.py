@@ -27,7 +27,7 @@ from ..errors import (
     ProviderHTTPError,
     ProviderStreamError,
 )
-from ._openai_wire import Chunk, ChunkStream, Delta, ToolCallFragment, Usage
+from ._wire import Chunk, Delta, EventStream, ToolCallFragment, Usage, openai_event
 from .base import (
     AssistantMessage,
     Finished,
@@ -132,12 +132,11 @@ class OpenAIProvider:
         return params
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        async def open_stream() -> ChunkStream:
+        async def open_stream() -> EventStream[Chunk]:
             client = self._ensure_client()
             params = self.request_params(request)
-            return await ChunkStream(
-                client.chat.completions.with_streaming_response.create(**params)
-            ).open()
+            raw = client.chat.completions.with_streaming_response.create(**params)
+            return await EventStream(raw, Chunk, openai_event).open()
 
         return relay(open_stream, _ChunkAssembler(), _map_error)
 
