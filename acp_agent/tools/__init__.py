@@ -5,7 +5,7 @@ from __future__ import annotations
 from .base import Tool, ToolContext, ToolOutput, Toolset
 from .command import RunCommand
 from .files import EditFile, ReadFile, WriteFile
-from .plan import UpdatePlan
+from .plan import DiscardPlan, UpdatePlan, WritePlan
 from .search import Glob, Grep, ListDirectory
 
 __all__ = ["Tool", "ToolContext", "ToolOutput", "Toolset", "builtin_tools"]
@@ -14,5 +14,5 @@ __all__ = ["Tool", "ToolContext", "ToolOutput", "Toolset", "builtin_tools"]
 def builtin_tools() -> Toolset:
     return Toolset([
         ReadFile(), WriteFile(), EditFile(), ListDirectory(), Glob(), Grep(), RunCommand(),
-        UpdatePlan(),
+        UpdatePlan(), WritePlan(), DiscardPlan(),
     ])

@@ -61,15 +61,16 @@ def test_builtin_toolset() -> None:
     assert isinstance(tools, Toolset)
     names = [s.name for s in tools.specs()]
     assert names == ["read_file", "write_file", "edit_file", "list_directory", "glob", "grep",
-                     "run_command", "update_plan"]
+                     "run_command", "update_plan", "write_plan", "discard_plan"]
     kinds = {name: tools.get(name).kind for name in names}  # type: ignore[union-attr]
     assert kinds == {"read_file": "read", "write_file": "edit", "edit_file": "edit",
                      "list_directory": "read", "glob": "search", "grep": "search",
-                     "run_command": "execute", "update_plan": "think"}
+                     "run_command": "execute", "update_plan": "think", "write_plan": "think",
+                     "discard_plan": "think"}
     for spec in tools.specs():
         params = spec.parameters
         assert params["type"] == "object" and params["additionalProperties"] is False
-        assert set(params["required"]) <= set(params["properties"])
+        assert set(params.get("required", [])) <= set(params["properties"])
         assert spec.description
     tool: Tool = tools.get("read_file")  # type: ignore[assignment]
     assert tool.permission_key({"path": "x"}) == "read_file"
@@ -92,3 +93,49 @@ async def test_invalid_arguments_raise_tool_errors(ws: Path, fake) -> None:
             tool.title(args, ctx)
             tool.access(args, ctx)
             await tool.run(args, ctx)
+
+
+# ---------------------------------------------------------------- plan documents (draft `plan`)
+
+def _with_plan_capability(client) -> None:
+    import msgspec as _msgspec
+
+    from acp_agent.protocol import types as t
+
+    client.capabilities = _msgspec.structs.replace(client.capabilities, plan=t.PlanCapabilities())
+
+
+async def test_update_plan_uses_plan_update_when_advertised(ws: Path, fake) -> None:
+    client = fake()
+    _with_plan_capability(client)
+    await plan.run({"entries": ENTRIES}, client.context(str(ws)))
+    assert wire(client.emitted) == [{"sessionUpdate": "plan_update", "plan": {
+        "type": "items", "planId": "checklist", "entries": ENTRIES}}]
+
+
+async def test_write_plan_document_and_fallbacks(ws: Path, fake) -> None:
+    from acp_agent.tools.plan import DiscardPlan, WritePlan
+
+    doc = "## Plan\n\n- [x] Read the parser\n- [ ] Split the lexer\n\nNotes follow."
+    rich = fake()
+    _with_plan_capability(rich)
+    await WritePlan().run({"content": doc}, rich.context(str(ws)))
+    await DiscardPlan().run({}, rich.context(str(ws)))
+    assert wire(rich.emitted) == [
+        {"sessionUpdate": "plan_update", "plan": {"type": "markdown", "planId": "plan", "content": doc}},
+        {"sessionUpdate": "plan_removed", "planId": "plan"},
+        {"sessionUpdate": "plan_removed", "planId": "checklist"},
+    ]
+    plain = fake()  # no `plan` capability: never a draft update
+    await WritePlan().run({"content": doc}, plain.context(str(ws)))
+    await WritePlan().run({"content": "Just prose, no steps."}, plain.context(str(ws)))
+    await DiscardPlan().run({}, plain.context(str(ws)))
+    assert wire(plain.emitted) == [
+        {"sessionUpdate": "plan", "entries": [
+            {"content": "Read the parser", "priority": "medium", "status": "completed"},
+            {"content": "Split the lexer", "priority": "medium", "status": "pending"}]},
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Just prose, no steps.\n"}},
+        {"sessionUpdate": "plan", "entries": []},
+    ]
+    with pytest.raises(ToolError):
+        await WritePlan().run({"content": "  "}, plain.context(str(ws)))
