@@ -1,33 +1,40 @@
-"""The ACP agent: method handlers over sessions, the turn engine and the providers.
+"""The ACP agent: method handlers over sessions, the store, the turn engine and providers.
 
-Capabilities advertised in ``initialize`` are exactly the methods routed here.
+Capabilities advertised in ``initialize`` are exactly the methods routed here. Sessions
+live in :attr:`Agent.sessions` while open in this process and in the :class:`Store` for
+good: ``session/load``/``resume``/``fork`` bring a stored one back, ``close`` releases it,
+``delete`` removes it from the disk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from . import __version__, log
 from .client import ClientProxy
-from .config import Config
+from .config import Config, default_state_dir
 from .errors import (
     AuthRequired,
     InternalError,
     InvalidParams,
+    InvalidRequest,
     ProviderAuthError,
     ProviderError,
     SessionNotFound,
 )
 from .permissions import MODE_IDS, MODES, Rules
-from .protocol import UNSET
+from .protocol import UNSET, UnsetType
 from .protocol import types as t
 from .providers.base import ModelProvider, UserMessage
 from .providers.models import ModelInfo, model_info
+from .records import Header, Record, Roots, Settings, now_iso
+from .replay import State, draft_allowed, prompt_text, restore, transcript
 from .rpc.connection import Route
-from .session import Session, new_session_id
+from .session import Session, make_title, new_session_id
+from .store import Store
 
 if TYPE_CHECKING:
     from .turn import TurnEngine
@@ -47,6 +54,7 @@ class Agent:
         self.config = config
         self.client = client
         self.sessions: dict[str, Session] = {}
+        self.store = Store(config.state_dir or default_state_dir())
         self._providers: dict[str, ModelProvider] = {}
         self._rules: dict[str, Rules] = {}
         self._preload: asyncio.Future[None] | None = None
@@ -82,6 +90,12 @@ class Agent:
         return {
             "initialize": Route(t.InitializeRequest, self.initialize),
             "session/new": Route(t.NewSessionRequest, self.new_session),
+            "session/load": Route(t.LoadSessionRequest, self.load_session),
+            "session/resume": Route(t.ResumeSessionRequest, self.resume_session),
+            "session/fork": Route(t.ForkSessionRequest, self.fork_session),
+            # every param is optional: so is the params object
+            "session/list": Route(_OPTIONAL_LIST_PARAMS, self.list_sessions),
+            "session/delete": Route(t.DeleteSessionRequest, self.delete_session),
             "session/prompt": Route(t.PromptRequest, self.prompt, on_cancel=self._cancel_prompt),
             "session/cancel": Route(t.CancelNotification, self.cancel, notification=True),
             "session/set_mode": Route(t.SetSessionModeRequest, self.set_mode),
@@ -135,29 +149,36 @@ class Agent:
         return t.InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=t.AgentCapabilities(
-                load_session=False,
+                load_session=True,
                 prompt_capabilities=t.PromptCapabilities(
                     image=info.supports_images, audio=False, embedded_context=True
                 ),
                 mcp_capabilities=t.McpCapabilities(http=False, sse=False),
-                session_capabilities=t.SessionCapabilities(close=t.SessionCloseCapabilities()),
+                session_capabilities=t.SessionCapabilities(
+                    list=t.SessionListCapabilities(),
+                    delete=t.SessionDeleteCapabilities(),
+                    additional_directories=t.SessionAdditionalDirectoriesCapabilities(),
+                    fork=t.SessionForkCapabilities(),
+                    resume=t.SessionResumeCapabilities(),
+                    close=t.SessionCloseCapabilities(),
+                ),
             ),
             auth_methods=[],
             agent_info=t.Implementation(name="acp-agent", title="acp-agent", version=__version__),
         )
 
     async def new_session(self, p: t.NewSessionRequest) -> t.NewSessionResponse:
-        if not os.path.isabs(p.cwd):
-            raise InvalidParams(f"Invalid params: `cwd` must be an absolute path, got {p.cwd!r}")
-        if p.mcp_servers:
-            log.info("MCP servers are not connected yet", count=len(p.mcp_servers))
+        cwd, directories = _roots(p.cwd, p.additional_directories)
+        _note_mcp(p.mcp_servers)
         session = Session(
             id=new_session_id(),
-            cwd=os.path.normpath(p.cwd),
+            cwd=cwd,
             emit_fn=self.client.session_update,
             mode=self.config.default_mode,
             model=self.config.model,
+            additional_directories=directories,
         )
+        self._store_new(session)
         self.sessions[session.id] = session
         asyncio.get_running_loop().call_soon(self._announce, session)
         return t.NewSessionResponse(
@@ -166,8 +187,171 @@ class Agent:
             config_options=self._config_options(session),
         )
 
+    def _store_new(self, session: Session, body: Sequence[Record] = (), **header: Any) -> None:
+        """Create the session's log: a header, ``body`` (a fork's copy) and the settings."""
+        head = Header(
+            id=session.id,
+            cwd=session.cwd,
+            additional_directories=list(session.additional_directories),
+            created_at=now_iso(),
+            **header,
+        )
+        records: list[Record] = [*body, Settings(mode=session.mode, model=session.model)]
+        try:
+            session.log = self.store.create(head, records)
+            session.stored_roots = (head.cwd, head.additional_directories)
+        except OSError as exc:
+            log.warning("cannot store the session; it lives in memory only", error=str(exc))
+
+    async def load_session(self, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
+        cwd, directories = _roots(p.cwd, p.additional_directories)
+        _note_mcp(p.mcp_servers)
+        session, records = self._open(p.session_id, cwd, directories, read=True)
+        caps = self.client.capabilities
+        updates = transcript(records, lambda u: draft_allowed(u, caps), live=session.read_only)
+        await session.replay(updates)  # the whole history, then the response
+        asyncio.get_running_loop().call_soon(self._announce, session)
+        return t.LoadSessionResponse(
+            modes=self._modes(session), config_options=self._config_options(session)
+        )
+
+    async def resume_session(self, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
+        cwd, directories = _roots(p.cwd, p.additional_directories)
+        _note_mcp(p.mcp_servers)
+        session, _ = self._open(p.session_id, cwd, directories, read=False)
+        asyncio.get_running_loop().call_soon(self._announce, session)
+        return t.ResumeSessionResponse(
+            modes=self._modes(session), config_options=self._config_options(session)
+        )
+
+    def _open(
+        self, session_id: str, cwd: str, directories: list[str], *, read: bool
+    ) -> tuple[Session, list[Record]]:
+        """The session, in memory (brought back from the store if need be), with the
+        given roots; and, if ``read``, its log's records."""
+        session = self.sessions.get(session_id)
+        if session is not None and not session.read_only:
+            if session.busy:
+                raise InvalidRequest(f"Invalid request: session {session_id} has a running turn")
+            session.cwd, session.additional_directories = cwd, directories
+            session.flush()
+            try:
+                records = self.store.read(session_id) if read and session.log else []
+            except OSError:
+                records = []
+            return session, records
+        try:
+            writer, records = self.store.open(session_id)
+        except FileNotFoundError:
+            raise SessionNotFound(session_id) from None
+        except OSError as exc:
+            log.error("cannot read a stored session", session_id=session_id, error=str(exc))
+            raise InternalError(f"Cannot read session {session_id}: {exc.strerror}") from None
+        state = restore(records)
+        session = Session(
+            id=session_id,
+            cwd=cwd,
+            emit_fn=self.client.session_update,
+            mode=self._valid_mode(state),
+            model=self._valid_model(state),
+            additional_directories=directories,
+        )
+        session.restore(state)
+        session.log, session.read_only = writer, writer is None
+        self.sessions[session_id] = session
+        return session, records
+
+    def _valid_mode(self, state: State) -> str:
+        return state.mode if state.mode in MODE_IDS else self.config.default_mode
+
+    def _valid_model(self, state: State) -> str:
+        return state.model if state.model in self.models else self.config.model
+
+    def _take_over(self, session: Session) -> None:
+        """Prompting a session loaded read-only: own it now if its owner let it go."""
+        try:
+            writer, records = self.store.open(session.id)
+        except OSError:
+            writer, records = None, []
+        if writer is None:
+            raise InvalidRequest(
+                f"Invalid request: session {session.id} is open in another acp-agent process;"
+                " it is read-only here until that process closes it",
+                {"sessionId": session.id},
+            )
+        session.restore(restore(records))  # it may have gone on over there
+        session.log, session.read_only = writer, False
+        session.set_mode(session.mode)  # keep what this client chose meanwhile
+
+    async def fork_session(self, p: t.ForkSessionRequest) -> t.ForkSessionResponse:
+        cwd, directories = _roots(p.cwd, p.additional_directories)
+        _note_mcp(p.mcp_servers)
+        source = self.sessions.get(p.session_id)
+        if source is not None:
+            source.flush()
+        try:
+            records = self.store.read(p.session_id)
+        except FileNotFoundError:
+            raise SessionNotFound(p.session_id) from None
+        except OSError as exc:
+            raise InternalError(f"Cannot read session {p.session_id}: {exc.strerror}") from None
+        body = [r for r in records if not isinstance(r, Header | Roots)]
+        state = restore(body)
+        session = Session(
+            id=new_session_id(),
+            cwd=cwd,
+            emit_fn=self.client.session_update,
+            mode=self._valid_mode(state),
+            model=self._valid_model(state),
+            additional_directories=directories,
+        )
+        session.restore(state)
+        self._store_new(session, body, forked_from=p.session_id)
+        self.sessions[session.id] = session
+        asyncio.get_running_loop().call_soon(self._announce, session)
+        return t.ForkSessionResponse(
+            session_id=session.id,
+            modes=self._modes(session),
+            config_options=self._config_options(session),
+        )
+
+    async def list_sessions(self, p: t.ListSessionsRequest | None) -> t.ListSessionsResponse:
+        p = p or t.ListSessionsRequest()
+        cwd = p.cwd if isinstance(p.cwd, str) else None
+        if cwd is not None and not os.path.isabs(cwd):
+            raise InvalidParams(f"Invalid params: `cwd` must be an absolute path, got {cwd!r}")
+        if p.archived not in (UNSET, None, "exclude", "include", "only"):
+            raise InvalidParams(f"Invalid params: unknown archive filter {p.archived!r}")
+        if p.archived == "only":  # nothing is ever archived
+            return t.ListSessionsResponse(sessions=[])
+        cursor = p.cursor if isinstance(p.cursor, str) else None
+        try:
+            metas, next_cursor = self.store.page(cwd and os.path.normpath(cwd), cursor)
+        except ValueError:
+            raise InvalidParams("Invalid params: unknown cursor - at `$.cursor`") from None
+        return t.ListSessionsResponse(
+            sessions=[
+                t.SessionInfo(
+                    session_id=m.id,
+                    cwd=m.cwd,
+                    additional_directories=m.additional_directories or UNSET,
+                    title=m.title or UNSET,
+                    updated_at=m.updated_at,
+                )
+                for m in metas
+            ],
+            next_cursor=next_cursor or UNSET,
+        )
+
+    async def delete_session(self, p: t.DeleteSessionRequest) -> t.DeleteSessionResponse:
+        session = self.sessions.get(p.session_id)
+        if session is not None:
+            await self._release(session)
+        self.store.delete(p.session_id)  # unknown ids are fine (idempotent)
+        return t.DeleteSessionResponse()
+
     def _announce(self, session: Session) -> None:
-        """After the session/new response: the initial usage figures."""
+        """After the session/new (load, resume, fork) response: the usage figures."""
         from .turn import usage_update
 
         info = self.model_info_for(session.model)
@@ -184,17 +368,15 @@ class Agent:
         session = self.session(p.session_id)
         info = self.model_info_for(session.model)
         self._check_prompt(p.prompt, images=info.supports_images)
+        if session.read_only:
+            self._take_over(session)
         turn = session.begin_turn()
         try:
             async with session.lock:
                 if turn.cancel_requested:
                     return t.PromptResponse(stop_reason="cancelled")
-                from .turn import user_parts
-
-                user = UserMessage(user_parts(p.prompt, images=info.supports_images))
                 with log.bound(session_id=session.id):
-                    stop, usage = await self.engine.run(session, user)
-                return t.PromptResponse(stop_reason=stop, usage=usage)  # type: ignore[arg-type]
+                    return await self._run_turn(session, p.prompt, info)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if turn.cancel_requested and task is not None:
@@ -208,6 +390,25 @@ class Agent:
             raise InternalError(f"Model request failed: {exc.message}") from None
         finally:
             session.end_turn(turn)
+
+    async def _run_turn(
+        self, session: Session, blocks: list[t.ContentBlock], info: ModelInfo
+    ) -> t.PromptResponse:
+        from .turn import user_parts
+
+        user = UserMessage(user_parts(blocks, images=info.supports_images))
+        session.record_prompt(blocks, prompt_text(blocks))
+        stop = "error"
+        try:
+            stop, usage = await self.engine.run(session, user)
+            if stop == "end_turn" and session.title is None and session.first_prompt:
+                await session.set_title(make_title(session.first_prompt))
+            return t.PromptResponse(stop_reason=stop, usage=usage)  # type: ignore[arg-type]
+        except asyncio.CancelledError:
+            stop = "cancelled"
+            raise
+        finally:
+            session.record_turn_end(stop)
 
     def _check_prompt(self, blocks: list[t.ContentBlock], *, images: bool) -> None:
         for i, block in enumerate(blocks):
@@ -231,15 +432,18 @@ class Agent:
             session.cancel()
 
     async def close_session(self, p: t.CloseSessionRequest) -> t.CloseSessionResponse:
-        session = self.session(p.session_id)
+        await self._release(self.session(p.session_id))
+        return t.CloseSessionResponse()
+
+    async def _release(self, session: Session) -> None:
+        """Cancel the session's turns, let them answer, then free it (and its log)."""
         session.cancel()
-        # Wait for the running turns to answer `cancelled` before freeing the session.
         tasks = [turn.task for turn in session.turns if turn.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=5.0)
         self.sessions.pop(session.id, None)
         self._rules.pop(session.id, None)
-        return t.CloseSessionResponse()
+        session.close()
 
     # ------------------------------------------------------------------ modes & options
 
@@ -274,7 +478,7 @@ class Agent:
         session = self.session(p.session_id)
         if p.mode_id not in MODE_IDS:
             raise InvalidParams(f"Invalid params: unknown mode {p.mode_id!r} - at `$.modeId`")
-        session.mode = p.mode_id
+        session.set_mode(p.mode_id)
         await session.emit(t.ConfigOptionUpdate(config_options=self._config_options(session)))
         return t.SetSessionModeResponse()
 
@@ -292,10 +496,10 @@ class Agent:
                 f"Invalid params: {p.value!r} is not a value of {p.config_id!r} - at `$.value`"
             )
         if p.config_id == "mode":
-            session.mode = p.value
+            session.set_mode(p.value)
             await session.emit(t.CurrentModeUpdate(current_mode_id=p.value))
         else:
-            session.model = p.value
+            session.set_model(p.value)
         return t.SetSessionConfigOptionResponse(config_options=self._config_options(session))
 
     # ------------------------------------------------------------------ lifecycle
@@ -306,11 +510,35 @@ class Agent:
 
     async def shutdown(self) -> None:
         self.cancel_all()
+        for session in self.sessions.values():
+            session.close()  # flushed, synced, ownership released
         for provider in self._providers.values():
             try:
                 await asyncio.wait_for(provider.aclose(), 0.2)
             except Exception as exc:  # shutting down: a provider that fails to close is fine
                 log.debug("provider close failed", error=repr(exc))
+
+
+_OPTIONAL_LIST_PARAMS = cast("type[t.ListSessionsRequest | None]", t.ListSessionsRequest | None)
+
+
+def _roots(cwd: str, directories: list[str] | UnsetType) -> tuple[str, list[str]]:
+    """Validate a lifecycle request's roots (before anything is created or loaded)."""
+    if not os.path.isabs(cwd):
+        raise InvalidParams(f"Invalid params: `cwd` must be an absolute path, got {cwd!r}")
+    extra = [] if isinstance(directories, UnsetType) else directories
+    for i, path in enumerate(extra):
+        if not path or not os.path.isabs(path):
+            raise InvalidParams(
+                f"Invalid params: additional directories must be absolute paths, got {path!r}"
+                f" - at `$.additionalDirectories[{i}]`"
+            )
+    return os.path.normpath(cwd), [os.path.normpath(path) for path in extra]
+
+
+def _note_mcp(servers: list[t.McpServerAny] | UnsetType) -> None:
+    if servers:
+        log.info("MCP servers are not connected yet", count=len(servers))
 
 
 def _with_model(config: Config, model: str) -> Config:

@@ -1,7 +1,12 @@
 """A session: its roots, mode, model, conversation history and running turns.
 
 Everything a session shows the user goes through :meth:`Session.emit`, the single place
-where updates leave for the client (and, with a store, are recorded).
+where updates leave for the client and are recorded in the session's log; every change to
+the model's history goes through :meth:`Session.add_message`,
+:meth:`Session.truncate_history` or :meth:`Session.replace_history`, which record it too.
+A session without a log (the store could not be written) works the same, in memory only.
+A session whose log another process owns is ``read_only``: it can be replayed, not
+prompted.
 
 Prompts on one session are serialized: a second ``session/prompt`` waits for the running
 turn to end (first come, first served). ``session/cancel`` cancels the running turn and
@@ -17,6 +22,20 @@ from collections.abc import Awaitable, Callable
 
 from .protocol import types as t
 from .providers.base import Message
+from .records import (
+    AddMessage,
+    Prompt,
+    ReplaceHistory,
+    Roots,
+    Settings,
+    TruncateHistory,
+    TurnEnd,
+    Update,
+    UsageTotals,
+    now_iso,
+)
+from .replay import State
+from .store import SessionLog
 
 Emit = Callable[[str, t.SessionUpdate], Awaitable[None]]
 
@@ -70,10 +89,30 @@ class Session:
         self.history: list[Message] = []
         self.usage = Usage()
         self.title: str | None = None
+        self.first_prompt: str | None = None
         self.turns: list[Turn] = []
         self.lock = asyncio.Lock()
+        self.log: SessionLog | None = None
+        self.read_only = False
         self._tool_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
+        self.stored_roots = (self.cwd, self.additional_directories)
+        """The roots the log holds; other roots (from a load) are recorded on first use."""
+        self._saved_usage: tuple[int, int, int, float | None] = (0, 0, 0, None)
+
+    def restore(self, state: State) -> None:
+        """Take the state a log holds (the roots stay as the session has them)."""
+        self.history = list(state.history)
+        self.title = state.title
+        self.first_prompt = state.first_prompt
+        u = state.usage
+        self.usage.context_tokens, self.usage.cost = u.context_tokens, u.cost
+        self.usage.input_tokens, self.usage.output_tokens = u.input_tokens, u.output_tokens
+        self._saved_usage = (u.context_tokens, u.input_tokens, u.output_tokens, u.cost)
+        if state.cwd:
+            self.stored_roots = (state.cwd, list(state.additional_directories))
+        self._tool_ids = itertools.count(state.next_tool_id)
+        self._message_ids = itertools.count(state.next_message_id)
 
     @property
     def roots(self) -> list[str]:
@@ -86,7 +125,112 @@ class Session:
         return f"msg_{self.id[-8:]}_{next(self._message_ids)}"
 
     async def emit(self, update: t.SessionUpdate) -> None:
+        """Record ``update`` and send it to the client."""
+        log = self.log
+        if log is not None:
+            if isinstance(update, t.AgentMessageChunk | t.AgentThoughtChunk):
+                log.chunk(update)  # the hot path: buffered, coalesced per message
+            elif isinstance(update, t.UsageUpdate):
+                self._record_usage(log)
+            else:
+                log.append(Update(update=update))
         await self.emit_fn(self.id, update)
+
+    async def replay(self, updates: list[t.SessionUpdate]) -> None:
+        """Send updates that are already in the log (``session/load``): not recorded."""
+        for update in updates:
+            await self.emit_fn(self.id, update)
+
+    def _record_usage(self, log: SessionLog) -> None:
+        u = self.usage
+        totals = (u.context_tokens, u.input_tokens, u.output_tokens, u.cost)
+        if totals != self._saved_usage:
+            self._saved_usage = totals
+            log.append(
+                UsageTotals(
+                    context_tokens=u.context_tokens,
+                    input_tokens=u.input_tokens,
+                    output_tokens=u.output_tokens,
+                    cost=u.cost,
+                )
+            )
+
+    # ------------------------------------------------------------------ recorded changes
+
+    def add_message(self, message: Message) -> None:
+        """Append to the model's history."""
+        self.history.append(message)
+        if self.log is not None:
+            self.log.append(AddMessage(message=message))
+
+    def truncate_history(self, length: int) -> None:
+        """Drop the history from ``length`` on (a refused prompt leaves the context)."""
+        del self.history[length:]
+        if self.log is not None:
+            self.log.append(TruncateHistory(length=length))
+
+    def replace_history(self, messages: list[Message]) -> None:
+        """Swap the whole history (a compaction's summary and what it keeps)."""
+        self.history = list(messages)
+        if self.log is not None:
+            self.log.append(ReplaceHistory(messages=self.history))
+
+    def record_prompt(self, blocks: list[t.ContentBlock], text: str) -> None:
+        """A prompt starts its turn: keep it as the client sent it (for replay)."""
+        if self.first_prompt is None:
+            self.first_prompt = text
+        log = self.log
+        if log is None:
+            return
+        roots = (self.cwd, self.additional_directories)
+        if roots != self.stored_roots:  # set by a load/resume: persisted once used
+            self.stored_roots = (self.cwd, list(self.additional_directories))
+            log.append(Roots(cwd=self.cwd, additional_directories=self.additional_directories))
+            log.touch(cwd=self.cwd, additional_directories=list(self.additional_directories))
+        log.append(Prompt(message_id=self.new_message_id(), blocks=blocks, at=now_iso()))
+
+    def record_turn_end(self, stop_reason: str) -> None:
+        """The turn is over: mark it, update the index entry and make it all durable."""
+        log = self.log
+        if log is not None:
+            at = now_iso()
+            log.append(TurnEnd(stop_reason=stop_reason, at=at))
+            log.touch(updated_at=at)
+            log.sync()
+
+    def set_mode(self, mode: str) -> None:
+        self.mode = mode
+        self._record_settings()
+
+    def set_model(self, model: str) -> None:
+        self.model = model
+        self._record_settings()
+
+    def _record_settings(self) -> None:
+        if self.log is not None:
+            self.log.append(Settings(mode=self.mode, model=self.model))
+            self.log.sync()
+
+    async def set_title(self, title: str) -> None:
+        """Name the session: tell the client and keep it for ``session/list``."""
+        at = now_iso()
+        self.title = title
+        if self.log is not None:
+            self.log.touch(title=title, updated_at=at)
+        await self.emit(t.SessionInfoUpdate(title=title, updated_at=at))
+        if self.log is not None:
+            self.log.sync()
+
+    def flush(self) -> None:
+        """Write buffered chunks (before the log is read or copied)."""
+        if self.log is not None:
+            self.log.flush()
+
+    def close(self) -> None:
+        """Flush, sync and release the log (and with it the ownership)."""
+        log, self.log = self.log, None
+        if log is not None:
+            log.close()
 
     def begin_turn(self) -> Turn:
         """Register the current task as a turn; call before the first ``await``."""
@@ -114,3 +258,16 @@ class Session:
 
 def new_session_id() -> str:
     return "sess_" + os.urandom(12).hex()
+
+
+def make_title(text: str, limit: int = 60) -> str:
+    """A session title from a prompt: its first line, whitespace collapsed, at most
+    ``limit`` characters (cut at a word when possible, with an ellipsis)."""
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    title = " ".join(line.split())
+    if len(title) <= limit:
+        return title
+    cut = title[: limit - 1]
+    if " " in cut[limit // 2 :]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" .,;:-") + "…"

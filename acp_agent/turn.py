@@ -103,7 +103,7 @@ class TurnEngine:
     async def run(self, session: Session, user: UserMessage) -> tuple[str, t.Usage | None]:
         """Run one turn; returns the stop reason and the turn's token usage."""
         start = len(session.history)
-        session.history.append(user)
+        session.add_message(user)
         totals = t.Usage(total_tokens=0, input_tokens=0, output_tokens=0)
         for _ in range(self.limits.max_turn_requests):
             step = await self._model_step(session)
@@ -113,13 +113,13 @@ class TurnEngine:
                 _close_dangling_calls(session, step.calls, "The answer hit the token limit.")
                 return "max_tokens", totals
             if step.reason == "refusal":
-                del session.history[start:]  # refused prompts leave the context (spec)
+                session.truncate_history(start)  # refused prompts leave the context (spec)
                 return "refusal", totals
             if not step.calls:
                 return "end_turn", totals
             for index, call in enumerate(step.calls):
                 try:
-                    session.history.append(await self._run_tool(session, call))
+                    session.add_message(await self._run_tool(session, call))
                 except BaseException:
                     _close_dangling_calls(session, step.calls[index:], "Cancelled by the user.")
                     raise
@@ -426,7 +426,7 @@ class _AssistantBuilder:
         self._committed = True
         self._switch(None)
         if self.parts:
-            self._session.history.append(AssistantMessage(self.parts))
+            self._session.add_message(AssistantMessage(self.parts))
 
 
 def _text_content(text: str) -> t.Content:
@@ -442,7 +442,7 @@ def _close_dangling_calls(session: Session, calls: list[ToolCallPart], why: str)
     answered = {m.call_id for m in session.history if isinstance(m, ToolResultMessage)}
     for call in calls:
         if call.call_id not in answered:
-            session.history.append(_result(call, why, error=True))
+            session.add_message(_result(call, why, error=True))
 
 
 def _add_usage(totals: t.Usage, u: UsageReport) -> None:

@@ -1,0 +1,12 @@
+"""MCP servers for a session: :class:`McpHub` connects the servers the editor passes in
+``session/new`` and offers their tools and prompts.
+
+Importing this package does not import the MCP SDK; the hub loads it (in a worker thread)
+only when a session has servers to start.
+"""
+
+from __future__ import annotations
+
+from .hub import McpHub, McpPrompt, OnChange, OnProblem, PromptArgument, PromptError
+
+__all__ = ["McpHub", "McpPrompt", "OnChange", "OnProblem", "PromptArgument", "PromptError"]

@@ -1,0 +1,201 @@
+"""The session log's format: one JSON object per line, tagged by ``"r"``.
+
+A log is a :class:`Header` then records in the order things happened: the user's
+:class:`Prompt` (as the client sent it), every :class:`Update` the client was shown
+(message and thought chunks coalesced per message), every change to the model's history
+(:class:`AddMessage`, :class:`TruncateHistory`, :class:`ReplaceHistory`), the session's
+:class:`Settings`, :class:`UsageTotals` and :class:`Roots` when they change, and a
+:class:`TurnEnd` per prompt. :func:`parse` reads a log back, skipping lines it cannot
+decode.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from functools import cache
+from typing import TypeAlias
+
+import msgspec
+
+from . import log
+from .protocol import UNSET
+from .protocol import types as t
+from .providers.base import Message
+
+FORMAT_VERSION = 1
+
+
+def now_iso() -> str:
+    """The current time, ISO 8601 UTC with milliseconds (sorts as text)."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+
+
+class _Record(msgspec.Struct, tag_field="r", kw_only=True, omit_defaults=True):
+    pass
+
+
+class Header(_Record, tag="header"):
+    id: str
+    cwd: str
+    created_at: str
+    additional_directories: list[str] = []
+    forked_from: str | None = None
+    version: int = FORMAT_VERSION
+
+
+class Prompt(_Record, tag="prompt"):
+    """A user prompt as the client sent it (replayed as ``user_message_chunk``s)."""
+
+    message_id: str
+    blocks: list[t.ContentBlock]
+    at: str
+
+
+class Update(_Record, tag="update"):
+    """A ``session/update`` as the client saw it (chunks coalesced per message)."""
+
+    update: t.SessionUpdate
+
+
+class AddMessage(_Record, tag="message"):
+    """A message appended to the model's history."""
+
+    message: Message
+
+
+class TruncateHistory(_Record, tag="truncate"):
+    length: int
+
+
+class ReplaceHistory(_Record, tag="replace"):
+    """The model's whole history replaced (a compaction)."""
+
+    messages: list[Message]
+
+
+class Settings(_Record, tag="settings"):
+    mode: str
+    model: str
+
+
+class UsageTotals(_Record, tag="usage"):
+    context_tokens: int
+    input_tokens: int
+    output_tokens: int
+    cost: float | None = None
+
+
+class Roots(_Record, tag="roots"):
+    cwd: str
+    additional_directories: list[str] = []
+
+
+class TurnEnd(_Record, tag="turn_end"):
+    stop_reason: str
+    at: str
+
+
+Record: TypeAlias = (
+    Header
+    | Prompt
+    | Update
+    | AddMessage
+    | TruncateHistory
+    | ReplaceHistory
+    | Settings
+    | UsageTotals
+    | Roots
+    | TurnEnd
+)
+
+
+class Meta(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The index entry of one session."""
+
+    id: str
+    cwd: str
+    created_at: str
+    updated_at: str
+    additional_directories: list[str] = []
+    title: str | None = None
+
+
+_encoder = msgspec.json.Encoder()
+
+
+@cache
+def _decoder() -> msgspec.json.Decoder[Record]:
+    return msgspec.json.Decoder(Record)  # built on first read: ~10 ms, off the start-up path
+
+
+@cache
+def _meta_decoder() -> msgspec.json.Decoder[Meta]:
+    return msgspec.json.Decoder(Meta)
+
+
+def encode(record: Record) -> bytes:
+    """One record as one complete line."""
+    return _encoder.encode(record) + b"\n"
+
+
+def encode_meta(meta: Meta) -> bytes:
+    return _encoder.encode(meta)
+
+
+def decode_meta(data: bytes) -> Meta:
+    """Raises ``msgspec.DecodeError``."""
+    return _meta_decoder().decode(data)
+
+
+def parse(data: bytes, where: str = "session log") -> list[Record]:
+    """Decode a log; undecodable lines (a torn tail, garbage) are skipped with a warning."""
+    decoder = _decoder()
+    try:
+        return decoder.decode_lines(data)
+    except msgspec.DecodeError:
+        pass
+    records: list[Record] = []
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(decoder.decode(line))
+        except msgspec.DecodeError as exc:
+            torn = number == len(lines)
+            log.warning(
+                "skipping a torn line of a session log" if torn else "skipping a bad log line",
+                path=where,
+                line=number,
+                error=str(exc),
+            )
+    return records
+
+
+def meta_of(session_id: str, records: Iterable[Record]) -> Meta | None:
+    """The index entry a log implies (used when the sidecar is missing or unreadable)."""
+    meta: Meta | None = None
+    for record in records:
+        if isinstance(record, Header):
+            meta = Meta(
+                id=session_id,
+                cwd=record.cwd,
+                additional_directories=list(record.additional_directories),
+                created_at=record.created_at,
+                updated_at=record.created_at,
+            )
+        elif meta is None:
+            continue
+        elif isinstance(record, Prompt | TurnEnd):
+            meta.updated_at = max(meta.updated_at, record.at)
+        elif isinstance(record, Roots):
+            meta.cwd, meta.additional_directories = record.cwd, list(record.additional_directories)
+        elif (
+            isinstance(record, Update)
+            and isinstance(record.update, t.SessionInfoUpdate)
+            and record.update.title is not UNSET
+        ):
+            meta.title = record.update.title
+    return meta

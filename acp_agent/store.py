@@ -1,0 +1,333 @@
+"""Durable sessions: one append-only JSON-lines log per session, plus a small index entry.
+
+Layout under ``<state>/sessions/``::
+
+    <id>.jsonl       the log: a header, then one record per line, appended as events happen
+    <id>.meta.json   what ``session/list`` shows (cwd, roots, title, updatedAt), replaced
+                     atomically (temp file + ``os.replace``) when a turn ends; derived
+                     from the log when missing (a session never prompted, a crash)
+
+Crash safety: every record is one complete line written by a single ``os.write`` on an
+``O_APPEND`` descriptor, so a process killed at any instant loses at most the line being
+written. A torn or undecodable line is skipped, with a warning, when a log is read; the
+next writer starts on a fresh line. Logs are ``fsync``'ed at turn boundaries. Reading
+never rewrites or truncates a log.
+
+Several agent processes may share the directory. A process writing a session holds an
+exclusive ``flock`` on its log for as long as the session is open; other processes can
+still list and read (replay) it, but :meth:`Store.open` hands them no writer.
+
+Message and thought chunks are coalesced per ``messageId`` in memory and written as one
+record when the message ends, before any other record, and at least every
+:data:`FLUSH_INTERVAL` seconds while it streams: never a write per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import fcntl
+import os
+import re
+from collections.abc import Sequence
+from typing import TypeAlias
+
+import msgspec
+
+from . import log
+from .protocol import UNSET
+from .protocol import types as t
+from .records import (
+    Header,
+    Meta,
+    Record,
+    Settings,
+    Update,
+    decode_meta,
+    encode,
+    encode_meta,
+    meta_of,
+    parse,
+)
+
+FLUSH_INTERVAL = 0.1
+PAGE_SIZE = 50
+
+_Chunk: TypeAlias = t.AgentMessageChunk | t.AgentThoughtChunk
+_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
+
+
+def valid_id(session_id: str) -> bool:
+    """Whether ``session_id`` can name a file in the store (no paths, no dot-files)."""
+    return _ID.fullmatch(session_id) is not None
+
+
+# --------------------------------------------------------------------------- the writer
+
+
+class SessionLog:
+    """The open, owned (``flock``-ed) log of one session. Errors writing it are logged,
+    never raised: a full disk must not break the conversation."""
+
+    def __init__(self, store: Store, fd: int, meta: Meta) -> None:
+        self.store = store
+        self.meta = meta
+        self._fd = fd
+        self._broken = False
+        self._written = False
+        self._prefix = b""  # "\n" when the log ends in a torn line
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            self._prefix = b"\n"
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self._chunk_type: type[_Chunk] | None = None
+        self._chunk_id: str | None = None
+        self._texts: list[str] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def append(self, record: Record) -> None:
+        if self._texts:
+            self.flush()
+        self._write(encode(record))
+
+    def extend(self, records: Sequence[Record]) -> None:
+        """Append many records with one write (forks copy their history this way)."""
+        if self._texts:
+            self.flush()
+        self._write(b"".join(encode(r) for r in records))
+
+    def chunk(self, update: _Chunk) -> None:
+        """Buffer a message or thought chunk; consecutive chunks of one message coalesce."""
+        content = update.content
+        if (
+            type(content) is not t.TextContent
+            or content.annotations is not UNSET
+            or update.meta is not UNSET
+            or not isinstance(update.message_id, str)
+        ):
+            self.append(Update(update=update))
+            return
+        if self._texts and type(update) is self._chunk_type and update.message_id == self._chunk_id:
+            self._texts.append(content.text)
+            return
+        if self._texts:
+            self.flush()
+        self._chunk_type, self._chunk_id = type(update), update.message_id
+        self._texts = [content.text]
+        if self._loop is not None:
+            self._timer = self._loop.call_later(FLUSH_INTERVAL, self.flush)
+
+    def flush(self) -> None:
+        """Write the buffered chunks as one record."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._texts or self._chunk_type is None:
+            return
+        text, self._texts = "".join(self._texts), []
+        chunk = self._chunk_type(content=t.TextContent(text=text), message_id=self._chunk_id)
+        self._write(encode(Update(update=chunk)))
+
+    def sync(self) -> None:
+        """Flush and ``fsync``: everything so far survives a power cut."""
+        self.flush()
+        if self._fd >= 0:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._fail("cannot sync a session log", exc)
+
+    def touch(self, **changes: object) -> None:
+        """Update the index entry (``title``, ``updated_at``, ``cwd``, ...) and rewrite it."""
+        for name, value in changes.items():
+            setattr(self.meta, name, value)
+        if self._fd < 0:
+            return
+        try:
+            if os.fstat(self._fd).st_nlink == 0:
+                return  # deleted (by session/delete, maybe in another process): stay gone
+            self.store.write_meta(self.meta)
+        except OSError as exc:
+            self._fail("cannot write a session index entry", exc)
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        self.flush()
+        if self._written:  # a log only read (load, close) stays untouched
+            self.sync()
+            self.touch()
+        fd, self._fd = self._fd, -1
+        os.close(fd)  # releases the flock
+
+    def _write(self, data: bytes) -> None:
+        if self._fd < 0:
+            return
+        if self._prefix:
+            data, self._prefix = self._prefix + data, b""
+        self._written = True
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            self._prefix = b"\n"  # whatever was written is a torn line: start afresh
+            self._fail("cannot write a session log", exc)
+
+    def _fail(self, event: str, exc: OSError) -> None:
+        if not self._broken:
+            self._broken = True
+            log.error(event, session_id=self.meta.id, error=str(exc))
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class Store:
+    def __init__(self, state_dir: str) -> None:
+        self.root = os.path.join(state_dir, "sessions")
+        self._ready = False
+
+    def log_path(self, session_id: str) -> str:
+        return os.path.join(self.root, session_id + ".jsonl")
+
+    def meta_path(self, session_id: str) -> str:
+        return os.path.join(self.root, session_id + ".meta.json")
+
+    def _ensure_dir(self) -> None:
+        if not self._ready:
+            os.makedirs(self.root, mode=0o700, exist_ok=True)
+            self._ready = True
+
+    def create(self, header: Header, body: Sequence[Record] = ()) -> SessionLog:
+        """Create and own a new log holding ``header`` and ``body``. Raises ``OSError``."""
+        self._ensure_dir()
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL
+        fd = os.open(self.log_path(header.id), flags, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise
+        meta = meta_of(header.id, [header, *body]) or Meta(
+            id=header.id, cwd=header.cwd, created_at=header.created_at, updated_at=header.created_at
+        )
+        writer = SessionLog(self, fd, meta)
+        writer.extend([header, *body])
+        if body and not all(isinstance(r, Settings) for r in body):
+            writer.touch()  # a copied history: list it without reading it
+        return writer  # else the index entry waits for the first turn (session/new stays cheap)
+
+    def open(self, session_id: str) -> tuple[SessionLog | None, list[Record]]:
+        """Take ownership of a stored session and read it. The writer is ``None`` when
+        another process owns the session (the records are then a read-only snapshot).
+        Raises ``FileNotFoundError`` for unknown (or invalid) ids."""
+        if not valid_id(session_id):
+            raise FileNotFoundError(session_id)
+        fd = os.open(self.log_path(session_id), os.O_RDWR | os.O_APPEND)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None, self.read(session_id)
+        try:
+            records = self.read(session_id)
+            meta = meta_of(session_id, records)
+            if meta is None:
+                raise FileNotFoundError(session_id)  # no readable header: not a session
+            return SessionLog(self, fd, meta), records
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def read(self, session_id: str) -> list[Record]:
+        """The records of a stored session. Raises ``FileNotFoundError``."""
+        if not valid_id(session_id):
+            raise FileNotFoundError(session_id)
+        path = self.log_path(session_id)
+        with open(path, "rb") as fh:
+            return parse(fh.read(), path)
+
+    def exists(self, session_id: str) -> bool:
+        return valid_id(session_id) and os.path.exists(self.log_path(session_id))
+
+    def write_meta(self, meta: Meta) -> None:
+        self._ensure_dir()
+        tmp = os.path.join(self.root, f".{meta.id}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, encode_meta(meta))
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.meta_path(meta.id))
+
+    def delete(self, session_id: str) -> None:
+        """Remove a session from the disk; unknown ids are fine."""
+        if not valid_id(session_id):
+            return
+        for path in (self.meta_path(session_id), self.log_path(session_id)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    # ------------------------------------------------------------------ listing
+
+    def entries(self, cwd: str | None = None) -> list[Meta]:
+        """Every stored session's index entry (optionally only those in ``cwd``)."""
+        try:
+            names = [entry.name for entry in os.scandir(self.root)]
+        except FileNotFoundError:
+            return []
+        logs = {n[: -len(".jsonl")] for n in names if n.endswith(".jsonl")}
+        metas = {n[: -len(".meta.json")] for n in names if n.endswith(".meta.json")}
+        out: list[Meta] = []
+        for session_id in logs:
+            if not valid_id(session_id):
+                continue
+            meta = self._read_meta(session_id) if session_id in metas else None
+            if meta is None:  # crashed before the index entry was written: ask the log
+                try:
+                    meta = meta_of(session_id, self.read(session_id))
+                except OSError:
+                    meta = None
+            if meta is not None and (cwd is None or meta.cwd == cwd):
+                out.append(meta)
+        return out
+
+    def _read_meta(self, session_id: str) -> Meta | None:
+        try:
+            with open(self.meta_path(session_id), "rb") as fh:
+                meta = decode_meta(fh.read())
+        except (OSError, msgspec.DecodeError):
+            return None
+        return meta if meta.id == session_id else None
+
+    def page(
+        self, cwd: str | None = None, cursor: str | None = None, limit: int = PAGE_SIZE
+    ) -> tuple[list[Meta], str | None]:
+        """One page of sessions, newest first, and the cursor of the next page (if any).
+        Raises ``ValueError`` for a cursor this store did not hand out."""
+        metas = sorted(self.entries(cwd), key=lambda m: (m.updated_at, m.id), reverse=True)
+        if cursor is not None:
+            after = _decode_cursor(cursor)
+            metas = [m for m in metas if (m.updated_at, m.id) < after]
+        page, rest = metas[:limit], metas[limit:]
+        last = page[-1] if page and rest else None
+        return page, _encode_cursor(last.updated_at, last.id) if last else None
+
+
+def _encode_cursor(updated_at: str, session_id: str) -> str:
+    raw = msgspec.json.encode([updated_at, session_id])
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated_at, session_id = msgspec.json.decode(raw, type=tuple[str, str])
+    except (ValueError, msgspec.DecodeError):
+        raise ValueError(f"invalid cursor {cursor!r}") from None
+    return updated_at, session_id

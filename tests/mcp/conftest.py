@@ -1,0 +1,133 @@
+"""Fixtures for the MCP hub tests: server configs, in-process HTTP/SSE servers on
+127.0.0.1, a recorder for the hub's callbacks, and a tool context."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest_asyncio
+
+from acp_agent.protocol import types as t
+from acp_agent.tools.base import ToolContext
+
+SERVERS = Path(__file__).parent / "servers"
+DEMO = str(SERVERS / "demo.py")
+
+
+def stdio(name: str, script: str = DEMO, *args: str, env: dict[str, str] | None = None,
+          command: str = sys.executable) -> t.McpServerAny:
+    """A stdio server entry as the editor sends it (no ``type`` field)."""
+    return t.McpServerAny(
+        name=name,
+        command=command,
+        args=[script, *args] if script else list(args),
+        env=[t.EnvVariable(name=k, value=v) for k, v in (env or {}).items()],
+    )
+
+
+def http(name: str, url: str, *, kind: str = "http",
+         headers: dict[str, str] | None = None) -> t.McpServerAny:
+    return t.McpServerAny(
+        name=name,
+        type=kind,
+        url=url,
+        headers=[t.HttpHeader(name=k, value=v) for k, v in (headers or {}).items()],
+    )
+
+
+@dataclass
+class Recorder:
+    """Records ``on_problem`` and ``on_change`` calls."""
+
+    problems: list[tuple[str, str, str | None]] = field(default_factory=list)
+    changes: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def on_problem(self, severity: str, title: str, description: str | None) -> None:
+        self.problems.append((severity, title, description))
+
+    async def on_change(self) -> None:
+        self.changes += 1
+        self.changed.set()
+
+
+def tool_ctx(cwd: str) -> ToolContext:
+    async def emit(update: Any) -> None:
+        pass
+
+    return ToolContext(session_id="s1", cwd=cwd, roots=[cwd], client=None,  # type: ignore[arg-type]
+                       tool_call_id="call-1", emit=emit)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class LocalServer:
+    """An ASGI app served by uvicorn on 127.0.0.1 (ephemeral port) in this event loop.
+    Records the headers of every request it gets."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.headers: list[dict[str, str]] = []
+        self.port = 0
+        self._server: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def _record(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        await self.app(scope, receive, send)
+
+    async def __aenter__(self) -> LocalServer:
+        import uvicorn
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self._record, log_config=None, log_level="warning",
+                                lifespan="on", interface="asgi3",
+                                timeout_graceful_shutdown=1)
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            assert not self._task.done(), "uvicorn did not start"
+            await asyncio.sleep(0.01)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        assert self._task is not None
+        await self._task
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def web() -> AsyncIterator[LocalServer]:
+    """The demo server over streamable HTTP at ``/mcp``."""
+    from .servers.demo import build_server
+
+    async with LocalServer(build_server("web").streamable_http_app()) as server:
+        yield server
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def legacy_sse() -> AsyncIterator[LocalServer]:
+    """The demo server over the (deprecated) HTTP+SSE transport at ``/sse``."""
+    from .servers.demo import build_server
+
+    async with LocalServer(build_server("legacy").sse_app()) as server:
+        yield server
