@@ -30,16 +30,18 @@ from .protocol import UNSET, UnsetType
 from .protocol import types as t
 from .providers.base import ModelProvider, UserMessage
 from .providers.models import ModelInfo, model_info
-from .records import Header, Record, Roots, Settings, now_iso
+from .records import Header, Record, Roots, now_iso
 from .replay import State, draft_allowed, prompt_text, restore, transcript
 from .rpc.connection import Route
 from .session import Session, make_title, new_session_id
 from .store import Store
 
 if TYPE_CHECKING:
+    from .tools import Toolset
     from .turn import TurnEngine
 
 PROTOCOL_VERSION = 1
+THINKING = ("off", "low", "medium", "high")
 OFFLINE_INFO = ModelInfo(
     context_window=128_000,
     max_output_tokens=8_192,
@@ -59,6 +61,7 @@ class Agent:
         self._rules: dict[str, Rules] = {}
         self._preload: asyncio.Future[None] | None = None
         self._engine: TurnEngine | None = None
+        self._tasks: set[asyncio.Future[Any]] = set()
 
     @property
     def engine(self) -> TurnEngine:
@@ -68,9 +71,10 @@ class Agent:
             from .turn import TurnEngine, TurnLimits
 
             limits = self.config.limits
+            self._builtin_tools = builtin_tools()
             self._engine = TurnEngine(
                 client=self.client,
-                tools=builtin_tools(),
+                tools_for=self.tools_for,
                 provider_for=self.provider_for,
                 model_info_for=self.model_info_for,
                 rules_for=lambda s: self._rules.setdefault(s.id, Rules()),
@@ -81,8 +85,18 @@ class Agent:
                     idle_timeout=limits.request_timeout,
                 ),
                 system_prompt=self.config.system_prompt,
+                notify=lambda s, sev, title, desc: self.notify(s, sev, title, desc),
+                before_request=self._maybe_compact,
             )
         return self._engine
+
+    def tools_for(self, session: Session) -> Toolset:
+        """The built-in tools and the session's MCP tools."""
+        if session.mcp is None:
+            return self._builtin_tools
+        from .tools import Toolset
+
+        return Toolset([*self._builtin_tools.tools(), *session.mcp.tools()])
 
     # ------------------------------------------------------------------ routing
 
@@ -153,7 +167,7 @@ class Agent:
                 prompt_capabilities=t.PromptCapabilities(
                     image=info.supports_images, audio=False, embedded_context=True
                 ),
-                mcp_capabilities=t.McpCapabilities(http=False, sse=False),
+                mcp_capabilities=t.McpCapabilities(http=True, sse=True),
                 session_capabilities=t.SessionCapabilities(
                     list=t.SessionListCapabilities(),
                     delete=t.SessionDeleteCapabilities(),
@@ -169,17 +183,18 @@ class Agent:
 
     async def new_session(self, p: t.NewSessionRequest) -> t.NewSessionResponse:
         cwd, directories = _roots(p.cwd, p.additional_directories)
-        _note_mcp(p.mcp_servers)
         session = Session(
             id=new_session_id(),
             cwd=cwd,
             emit_fn=self.client.session_update,
             mode=self.config.default_mode,
             model=self.config.model,
+            thinking=self.config.thinking,
             additional_directories=directories,
         )
         self._store_new(session)
         self.sessions[session.id] = session
+        self._attach(session, p.mcp_servers)
         asyncio.get_running_loop().call_soon(self._announce, session)
         return t.NewSessionResponse(
             session_id=session.id,
@@ -196,7 +211,7 @@ class Agent:
             created_at=now_iso(),
             **header,
         )
-        records: list[Record] = [*body, Settings(mode=session.mode, model=session.model)]
+        records: list[Record] = [*body, session.settings_record()]
         try:
             session.log = self.store.create(head, records)
             session.stored_roots = (head.cwd, head.additional_directories)
@@ -205,8 +220,8 @@ class Agent:
 
     async def load_session(self, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
         cwd, directories = _roots(p.cwd, p.additional_directories)
-        _note_mcp(p.mcp_servers)
         session, records = self._open(p.session_id, cwd, directories, read=True)
+        self._attach(session, p.mcp_servers)
         caps = self.client.capabilities
         updates = transcript(records, lambda u: draft_allowed(u, caps), live=session.read_only)
         await session.replay(updates)  # the whole history, then the response
@@ -217,8 +232,8 @@ class Agent:
 
     async def resume_session(self, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
         cwd, directories = _roots(p.cwd, p.additional_directories)
-        _note_mcp(p.mcp_servers)
         session, _ = self._open(p.session_id, cwd, directories, read=False)
+        self._attach(session, p.mcp_servers)
         asyncio.get_running_loop().call_soon(self._announce, session)
         return t.ResumeSessionResponse(
             modes=self._modes(session), config_options=self._config_options(session)
@@ -254,6 +269,7 @@ class Agent:
             emit_fn=self.client.session_update,
             mode=self._valid_mode(state),
             model=self._valid_model(state),
+            thinking=state.thinking or self.config.thinking,
             additional_directories=directories,
         )
         session.restore(state)
@@ -285,7 +301,6 @@ class Agent:
 
     async def fork_session(self, p: t.ForkSessionRequest) -> t.ForkSessionResponse:
         cwd, directories = _roots(p.cwd, p.additional_directories)
-        _note_mcp(p.mcp_servers)
         source = self.sessions.get(p.session_id)
         if source is not None:
             source.flush()
@@ -303,11 +318,13 @@ class Agent:
             emit_fn=self.client.session_update,
             mode=self._valid_mode(state),
             model=self._valid_model(state),
+            thinking=state.thinking or self.config.thinking,
             additional_directories=directories,
         )
         session.restore(state)
         self._store_new(session, body, forked_from=p.session_id)
         self.sessions[session.id] = session
+        self._attach(session, p.mcp_servers)
         asyncio.get_running_loop().call_soon(self._announce, session)
         return t.ForkSessionResponse(
             session_id=session.id,
@@ -350,13 +367,87 @@ class Agent:
         self.store.delete(p.session_id)  # unknown ids are fine (idempotent)
         return t.DeleteSessionResponse()
 
+    def _attach(self, session: Session, servers: Sequence[t.McpServerAny] | UnsetType) -> None:
+        """Give an opened session its slash commands and (in the background) its MCP
+        servers; ``servers`` is the complete list for this connection."""
+        from .commands import load_prompt_commands
+
+        session.prompt_commands = load_prompt_commands(session.cwd)
+        if session.mcp is not None:  # load/resume again: the client's list replaces it
+            self._background(session.mcp.aclose())
+            session.mcp = None
+        if servers:
+            from .mcp import McpHub
+
+            async def problem(severity: str, title: str, description: str | None) -> None:
+                await self.notify(session, severity, title, description, fallback=True)
+
+            async def changed() -> None:
+                await self._send_commands(session)
+
+            session.mcp = McpHub(
+                list(servers), cwd=session.cwd, on_problem=problem, on_change=changed
+            )
+            session.mcp.start()
+
     def _announce(self, session: Session) -> None:
-        """After the session/new (load, resume, fork) response: the usage figures."""
+        """After the session/new (load, resume, fork) response: commands and usage."""
+        self._background(self._announce_now(session))
+
+    async def _announce_now(self, session: Session) -> None:
         from .turn import usage_update
 
-        info = self.model_info_for(session.model)
-        task = asyncio.ensure_future(session.emit(usage_update(session, info)))
-        task.add_done_callback(lambda f: f.exception() if not f.cancelled() else None)
+        await self._send_commands(session)
+        await session.emit(usage_update(session, self.model_info_for(session.model)))
+
+    async def _send_commands(self, session: Session) -> None:
+        from .commands import available_commands
+
+        if self.sessions.get(session.id) is not session:
+            return  # closed meanwhile
+        extra = (
+            [(c.name, c.description, c.hint) for c in session.mcp.prompts()] if session.mcp else []
+        )
+        await self.client.session_update(
+            session.id,
+            t.AvailableCommandsUpdate(
+                available_commands=available_commands(session.prompt_commands, extra)
+            ),
+        )
+
+    def _background(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_log_failure)
+
+    async def notify(
+        self,
+        session: Session,
+        severity: str,
+        title: str,
+        description: str | None = None,
+        *,
+        fallback: bool = False,
+    ) -> None:
+        """A live advisory: a ``notice`` where the client advertised notices (never
+        recorded, never replayed); otherwise, with ``fallback``, an ordinary agent message
+        (conversation content, recorded like any other)."""
+        caps = self.client.capabilities.session
+        if isinstance(caps, t.ClientSessionCapabilities) and isinstance(
+            caps.notices, t.NoticeCapabilities
+        ):
+            await self.client.session_update(
+                session.id,
+                t.Notice(severity=severity, title=title, description=description or UNSET),
+            )
+        elif fallback:
+            text = f"**{title}**" + (f": {description}" if description else "") + "\n"
+            await session.emit(
+                t.AgentMessageChunk(
+                    content=t.TextContent(text=text), message_id=session.new_message_id()
+                )
+            )
 
     def session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -396,10 +487,17 @@ class Agent:
     ) -> t.PromptResponse:
         from .turn import user_parts
 
-        user = UserMessage(user_parts(blocks, images=info.supports_images))
         session.record_prompt(blocks, prompt_text(blocks))
         stop = "error"
         try:
+            command = await self._slash(session, blocks)
+            if isinstance(command, t.PromptResponse):
+                stop = command.stop_reason
+                return command
+            blocks = command
+            if session.mcp is not None:
+                await session.mcp.wait_ready(self.config.limits.mcp_start_timeout)
+            user = UserMessage(user_parts(blocks, images=info.supports_images))
             stop, usage = await self.engine.run(session, user)
             if stop == "end_turn" and session.title is None and session.first_prompt:
                 await session.set_title(make_title(session.first_prompt))
@@ -409,6 +507,140 @@ class Agent:
             raise
         finally:
             session.record_turn_end(stop)
+
+    # ------------------------------------------------------------------ slash commands
+
+    async def _slash(
+        self, session: Session, blocks: list[t.ContentBlock]
+    ) -> t.PromptResponse | list[t.ContentBlock]:
+        """Handle a leading ``/command``: a built-in answers by itself (a response) or
+        changes what the model sees; a prompt command expands. Other prompts pass as is."""
+        from .commands import parse_invocation
+
+        first = blocks[0] if blocks else None
+        invocation = (
+            parse_invocation(first.text.strip()) if isinstance(first, t.TextContent) else None
+        )
+        if invocation is None:
+            return blocks
+        name, rest = invocation
+        tail = blocks[1:]
+        done = t.PromptResponse(stop_reason="end_turn")
+        if name == "help":
+            await self._say(session, self._help(session))
+            return done
+        if name in ("mode", "plan"):
+            target = "plan" if name == "plan" else rest
+            if target:
+                if target not in MODE_IDS:
+                    await self._say(
+                        session, f"Unknown mode `{target}`: one of {', '.join(MODE_IDS)}."
+                    )
+                    return done
+                await self._switch_mode(session, target)
+            if name == "plan" and rest:
+                return [t.TextContent(text=f"Plan this task (plan mode: read-only): {rest}"), *tail]
+            await self._say(session, f"Mode: **{session.mode}**.")
+            return done
+        if name == "model":
+            if rest:
+                if rest not in self.models:
+                    await self._say(
+                        session, f"Unknown model `{rest}`: one of {', '.join(self.models)}."
+                    )
+                    return done
+                session.set_model(rest)
+                await session.emit(
+                    t.ConfigOptionUpdate(config_options=self._config_options(session))
+                )
+            await self._say(
+                session, f"Model: **{session.model}** (available: {', '.join(self.models)})."
+            )
+            return done
+        if name == "compact":
+            await self._compact(session, rest or None, keep_user_turns=0)
+            return done
+        command = session.prompt_commands.get(name)
+        if command is not None:
+            return [t.TextContent(text=command.expand(rest)), *tail]
+        if session.mcp is not None and any(p.name == name for p in session.mcp.prompts()):
+            from .mcp import PromptError
+
+            try:
+                return [*await session.mcp.get_prompt(name, rest), *tail]
+            except PromptError as exc:
+                await self._say(session, f"`/{name}` failed: {exc}")
+                return done
+        return blocks  # not ours: the model reads it as text
+
+    def _help(self, session: Session) -> str:
+        from .commands import available_commands
+
+        extra = (
+            [(c.name, c.description, c.hint) for c in session.mcp.prompts()] if session.mcp else []
+        )
+        lines = [
+            f"- `/{c.name}` — {c.description}"
+            for c in available_commands(session.prompt_commands, extra)
+        ]
+        return "Commands:\n" + "\n".join(lines)
+
+    async def _say(self, session: Session, text: str) -> None:
+        await session.emit(
+            t.AgentMessageChunk(
+                content=t.TextContent(text=text + "\n"), message_id=session.new_message_id()
+            )
+        )
+
+    async def _switch_mode(self, session: Session, mode: str) -> None:
+        """An agent-initiated mode change: both the mode and the config option follow."""
+        session.set_mode(mode)
+        await session.emit(t.CurrentModeUpdate(current_mode_id=mode))
+        await session.emit(t.ConfigOptionUpdate(config_options=self._config_options(session)))
+
+    # ------------------------------------------------------------------ compaction
+
+    async def _maybe_compact(self, session: Session) -> None:
+        """Before a model request: compact when the context passes the configured share."""
+        info = self.model_info_for(session.model)
+        threshold = self.config.limits.compact_at * info.context_window
+        if session.usage.context_tokens < threshold:
+            return
+        share = session.usage.context_tokens / info.context_window
+        await self.notify(
+            session,
+            "info",
+            "Compacting the conversation",
+            f"The context is {share:.0%} full; older messages are summarised.",
+        )
+        await self._compact(session, None, keep_user_turns=1)
+
+    async def _compact(
+        self, session: Session, instructions: str | None, *, keep_user_turns: int
+    ) -> str:
+        from .compaction import compact
+        from .providers.offline import estimate_tokens
+        from .turn import usage_update
+
+        caps = self.client.capabilities.session
+        reported = isinstance(caps, t.ClientSessionCapabilities) and isinstance(
+            caps.compaction, t.CompactionCapabilities
+        )
+        info = self.model_info_for(session.model)
+        status = await compact(
+            session,
+            self.provider_for(session.model),
+            reported=reported,
+            instructions=instructions,
+            keep_user_turns=keep_user_turns,
+            max_tokens=min(info.max_output_tokens, 8192),
+        )
+        if status == "skipped" and keep_user_turns == 0:
+            await self._say(session, "Nothing to compact yet.")
+        if status == "completed":
+            session.usage.context_tokens = estimate_tokens(session.history, "")
+            await session.emit(usage_update(session, info))
+        return status
 
     def _check_prompt(self, blocks: list[t.ContentBlock], *, images: bool) -> None:
         for i, block in enumerate(blocks):
@@ -444,6 +676,9 @@ class Agent:
         self.sessions.pop(session.id, None)
         self._rules.pop(session.id, None)
         session.close()
+        if session.mcp is not None:
+            await session.mcp.aclose()
+            session.mcp = None
 
     # ------------------------------------------------------------------ modes & options
 
@@ -472,6 +707,22 @@ class Agent:
                 current_value=session.model,
                 options=[t.SessionConfigSelectOptionsItemAny(value=m, name=m) for m in self.models],
             ),
+            *(
+                [
+                    t.SessionConfigSelect(
+                        id="thought_level",
+                        name="Thinking",
+                        category="thought_level",
+                        current_value=session.thinking,
+                        options=[
+                            t.SessionConfigSelectOptionsItemAny(value=v, name=v.capitalize())
+                            for v in THINKING
+                        ],
+                    )
+                ]
+                if self.model_info_for(session.model).supports_thinking
+                else []
+            ),
         ]
 
     async def set_mode(self, p: t.SetSessionModeRequest) -> t.SetSessionModeResponse:
@@ -487,6 +738,8 @@ class Agent:
     ) -> t.SetSessionConfigOptionResponse:
         session = self.session(p.session_id)
         allowed: Mapping[str, list[str]] = {"mode": MODE_IDS, "model": self.models}
+        if self.model_info_for(session.model).supports_thinking:
+            allowed = {**allowed, "thought_level": list(THINKING)}
         if p.config_id not in allowed:
             raise InvalidParams(
                 f"Invalid params: unknown config option {p.config_id!r} - at `$.configId`"
@@ -498,6 +751,8 @@ class Agent:
         if p.config_id == "mode":
             session.set_mode(p.value)
             await session.emit(t.CurrentModeUpdate(current_mode_id=p.value))
+        elif p.config_id == "thought_level":
+            session.set_thinking(p.value)
         else:
             session.set_model(p.value)
         return t.SetSessionConfigOptionResponse(config_options=self._config_options(session))
@@ -512,6 +767,9 @@ class Agent:
         self.cancel_all()
         for session in self.sessions.values():
             session.close()  # flushed, synced, ownership released
+        hubs = [s.mcp.aclose() for s in self.sessions.values() if s.mcp is not None]
+        if hubs:  # MCP servers are child processes: never leave them behind
+            await asyncio.wait_for(asyncio.gather(*hubs, return_exceptions=True), 6.0)
         for provider in self._providers.values():
             try:
                 await asyncio.wait_for(provider.aclose(), 0.2)
@@ -536,9 +794,9 @@ def _roots(cwd: str, directories: list[str] | UnsetType) -> tuple[str, list[str]
     return os.path.normpath(cwd), [os.path.normpath(path) for path in extra]
 
 
-def _note_mcp(servers: list[t.McpServerAny] | UnsetType) -> None:
-    if servers:
-        log.info("MCP servers are not connected yet", count=len(servers))
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("background task failed", error=repr(task.exception()))
 
 
 def _with_model(config: Config, model: str) -> Config:

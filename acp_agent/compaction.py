@@ -10,15 +10,25 @@ message, so the kept tail starts a clean exchange.
 
 from __future__ import annotations
 
+import asyncio
+from typing import TYPE_CHECKING
+
+from .errors import ProviderError, ProviderStreamError
+from .protocol import types as t
 from .providers.base import (
     AssistantMessage,
     Message,
+    ModelProvider,
     ModelRequest,
+    TextDelta,
     TextPart,
     ToolCallPart,
     ToolResultMessage,
     UserMessage,
 )
+
+if TYPE_CHECKING:
+    from .session import Session
 
 SUMMARY_SYSTEM = """\
 You compact a coding session's history. Write a faithful, user-readable summary of the \
@@ -78,3 +88,76 @@ def _without_dangling_calls(messages: list[Message]) -> list[Message]:
             m = AssistantMessage(parts)
         out.append(m)
     return out
+
+
+# --------------------------------------------------------------------------- the run
+
+
+async def compact(
+    session: Session,
+    provider: ModelProvider,
+    *,
+    reported: bool,
+    instructions: str | None = None,
+    keep_user_turns: int = 0,
+    max_tokens: int | None = None,
+) -> str:
+    """Summarise the older history and replace it; returns the terminal status
+    (``completed``, ``failed``, or ``skipped`` when there is nothing to compact).
+
+    ``reported``: the client advertised ``session.compaction``, so the compaction is one
+    ``compaction_update`` entity (``in_progress`` → summary chunks → exactly one terminal
+    status); otherwise the outcome is described in an ordinary agent message. A cancel
+    sends the ``cancelled`` status and propagates.
+    """
+    cut = split_point(session.history, keep_user_turns)
+    if cut == 0:
+        return "skipped"
+    older, kept = session.history[:cut], session.history[cut:]
+    compaction_id = f"cmp_{session.new_message_id()}"
+    if reported:
+        await session.emit(t.CompactionUpdate(compaction_id=compaction_id, status="in_progress"))
+    pieces: list[str] = []
+    try:
+        async for event in provider.stream(summary_request(older, instructions, max_tokens)):
+            if isinstance(event, TextDelta) and event.text:
+                pieces.append(event.text)
+                if reported:
+                    await session.emit(
+                        t.CompactionSummaryChunk(
+                            compaction_id=compaction_id, content=t.TextContent(text=event.text)
+                        )
+                    )
+        summary = "".join(pieces).strip()
+        if not summary:
+            raise ProviderStreamError("the model returned an empty summary")
+    except asyncio.CancelledError:
+        if reported:
+            await session.emit(
+                t.CompactionUpdate(compaction_id=compaction_id, status="cancelled", summary=None)
+            )
+        raise
+    except ProviderError as exc:
+        if reported:
+            await session.emit(
+                t.CompactionUpdate(
+                    compaction_id=compaction_id, status="failed", summary=None, error=exc.message
+                )
+            )
+        else:
+            await _say(session, f"_Compaction failed: {exc.message}. The history is unchanged._\n")
+        return "failed"
+    session.replace_history(compacted_history(summary, kept))
+    if reported:
+        await session.emit(t.CompactionUpdate(compaction_id=compaction_id, status="completed"))
+    else:
+        await _say(
+            session, f"_Compacted {len(older)} earlier messages into this summary:_\n\n{summary}\n"
+        )
+    return "completed"
+
+
+async def _say(session: Session, text: str) -> None:
+    await session.emit(
+        t.AgentMessageChunk(content=t.TextContent(text=text), message_id=session.new_message_id())
+    )

@@ -52,6 +52,8 @@ class Limits(_Section, frozen=True):
     max_retries: int = 4
     retry_max_delay: float = 30.0
     request_timeout: float = 900.0
+    mcp_start_timeout: float = 10.0
+    compact_at: float = 0.85
 
 
 class Config(_Section, frozen=True):
@@ -132,6 +134,8 @@ def validate(config: Config, source: str = "config") -> None:
         raise ConfigError(f"{source}: `model` {config.model!r} names no model")
     if config.limits.max_turn_requests < 1:
         raise ConfigError(f"{source}: `limits.max-turn-requests` must be at least 1")
+    if not 0.1 <= config.limits.compact_at <= 1.0:
+        raise ConfigError(f"{source}: `limits.compact-at` must be between 0.1 and 1.0")
     if config.limits.max_message_bytes < 1024:
         raise ConfigError(f"{source}: `limits.max-message-bytes` must be at least 1024")
 

@@ -78,6 +78,7 @@ class ReplaceHistory(_Record, tag="replace"):
 class Settings(_Record, tag="settings"):
     mode: str
     model: str
+    thinking: str | None = None  # None: the configured default
 
 
 class UsageTotals(_Record, tag="usage"):

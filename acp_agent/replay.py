@@ -82,6 +82,7 @@ class State:
     first_prompt: str | None = None
     mode: str | None = None
     model: str | None = None
+    thinking: str | None = None
     usage: UsageTotals = field(
         default_factory=lambda: UsageTotals(context_tokens=0, input_tokens=0, output_tokens=0)
     )
@@ -137,6 +138,7 @@ def restore(records: Iterable[Record]) -> State:
             history[:] = record.messages
         elif isinstance(record, Settings):
             state.mode, state.model = record.mode, record.model
+            state.thinking = record.thinking
         elif isinstance(record, UsageTotals):
             state.usage = record
         elif isinstance(record, TurnEnd):

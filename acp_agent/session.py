@@ -19,6 +19,7 @@ import asyncio
 import itertools
 import os
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from .protocol import types as t
 from .providers.base import Message
@@ -36,6 +37,10 @@ from .records import (
 )
 from .replay import State
 from .store import SessionLog
+
+if TYPE_CHECKING:
+    from .commands import PromptCommand
+    from .mcp import McpHub
 
 Emit = Callable[[str, t.SessionUpdate], Awaitable[None]]
 
@@ -78,6 +83,7 @@ class Session:
         *,
         mode: str = "ask",
         model: str = "offline",
+        thinking: str = "off",
         additional_directories: list[str] | None = None,
     ) -> None:
         self.id = id
@@ -85,6 +91,7 @@ class Session:
         self.emit_fn = emit_fn
         self.mode = mode
         self.model = model
+        self.thinking = thinking
         self.additional_directories = list(additional_directories or [])
         self.history: list[Message] = []
         self.usage = Usage()
@@ -99,6 +106,10 @@ class Session:
         self.stored_roots = (self.cwd, self.additional_directories)
         """The roots the log holds; other roots (from a load) are recorded on first use."""
         self._saved_usage: tuple[int, int, int, float | None] = (0, 0, 0, None)
+        self.mcp: McpHub | None = None
+        """The session's MCP servers (started in the background), if the client gave any."""
+        self.prompt_commands: dict[str, PromptCommand] = {}
+        """User-defined slash commands (markdown files), loaded when the session opens."""
 
     def restore(self, state: State) -> None:
         """Take the state a log holds (the roots stay as the session has them)."""
@@ -206,9 +217,16 @@ class Session:
         self.model = model
         self._record_settings()
 
+    def set_thinking(self, level: str) -> None:
+        self.thinking = level
+        self._record_settings()
+
+    def settings_record(self) -> Settings:
+        return Settings(mode=self.mode, model=self.model, thinking=self.thinking)
+
     def _record_settings(self) -> None:
         if self.log is not None:
-            self.log.append(Settings(mode=self.mode, model=self.model))
+            self.log.append(self.settings_record())
             self.log.sync()
 
     async def set_title(self, title: str) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,9 @@ informed: publish a plan with update_plan for multi-step work and keep it curren
 Be concise."""
 
 
+THINKING_LEVELS = ("off", "low", "medium", "high")
+
+
 @dataclass(frozen=True, slots=True)
 class TurnLimits:
     max_turn_requests: int = 50
@@ -83,16 +86,18 @@ class TurnEngine:
         self,
         *,
         client: Client,
-        tools: Toolset,
+        tools_for: Callable[[Session], Toolset],
         provider_for: Callable[[str], ModelProvider],
         model_info_for: Callable[[str], ModelInfo],
         rules_for: Callable[[Session], Rules],
         limits: TurnLimits,
         system_prompt: str | None = None,
-        notify: Callable[[Session, str, str, str | None], Any] | None = None,
+        notify: Callable[[Session, str, str, str | None], Awaitable[None]] | None = None,
+        before_request: Callable[[Session], Awaitable[None]] | None = None,
     ) -> None:
         self.client = client
-        self.tools = tools
+        self.tools_for = tools_for
+        self.before_request = before_request
         self.provider_for = provider_for
         self.model_info_for = model_info_for
         self.rules_for = rules_for
@@ -102,10 +107,11 @@ class TurnEngine:
 
     async def run(self, session: Session, user: UserMessage) -> tuple[str, t.Usage | None]:
         """Run one turn; returns the stop reason and the turn's token usage."""
-        start = len(session.history)
         session.add_message(user)
         totals = t.Usage(total_tokens=0, input_tokens=0, output_tokens=0)
         for _ in range(self.limits.max_turn_requests):
+            if self.before_request is not None:
+                await self.before_request(session)  # e.g. compaction when the context is full
             step = await self._model_step(session)
             if step.usage is not None:
                 _add_usage(totals, step.usage)
@@ -113,7 +119,9 @@ class TurnEngine:
                 _close_dangling_calls(session, step.calls, "The answer hit the token limit.")
                 return "max_tokens", totals
             if step.reason == "refusal":
-                session.truncate_history(start)  # refused prompts leave the context (spec)
+                # the refused prompt and all after it leave the context (spec)
+                start = next(i for i, m in enumerate(session.history) if m is user)
+                session.truncate_history(start)
                 return "refusal", totals
             if not step.calls:
                 return "end_turn", totals
@@ -132,7 +140,8 @@ class TurnEngine:
         return ModelRequest(
             system=self.system_prompt.format(cwd=session.cwd),
             messages=list(session.history),
-            tools=self.tools.specs(),
+            tools=self.tools_for(session).specs(),
+            thinking=session.thinking if session.thinking in THINKING_LEVELS else "off",  # type: ignore[arg-type]
             max_tokens=info.max_output_tokens,
         )
 
@@ -216,7 +225,7 @@ class TurnEngine:
 
     async def _run_tool(self, session: Session, call: ToolCallPart) -> ToolResultMessage:
         call_id = session.new_tool_call_id()
-        tool = self.tools.get(call.name)
+        tool = self.tools_for(session).get(call.name)
         ctx = ToolContext(
             session_id=session.id,
             cwd=session.cwd,

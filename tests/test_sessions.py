@@ -189,11 +189,11 @@ class TestLoad:
                 "sessionUpdate": "session_info_update",
                 **{k: info[k] for k in ("title", "updatedAt")},
             }
-            # after the response: the usage figures, nothing else
+            # after the response: the commands and the usage figures, nothing else
             await second.wait_for(lambda: bool(second.updates_of(sid, "usage_update")))
             after = second.updates_of(sid)[len(replayed) :]
-            assert [u["sessionUpdate"] for u in after] == ["usage_update"]
-            assert after[0]["used"] > 0
+            assert [u["sessionUpdate"] for u in after] == ["available_commands_update", "usage_update"]
+            assert after[1]["used"] > 0
             old_ids = {u.get("messageId") for u in replayed} | {
                 u.get("toolCallId") for u in replayed
             }
