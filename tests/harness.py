@@ -136,6 +136,9 @@ class AgentProcess:
                          "error": {"code": exc.code, "message": exc.message}}
             except asyncio.CancelledError:
                 return
+            except Exception as exc:  # a broken handler still answers, like a real client
+                reply = {"jsonrpc": "2.0", "id": message["id"],
+                         "error": {"code": -32603, "message": f"client handler failed: {exc!r}"}}
         await self.send(reply)
 
     # ---------------------------------------------------------------- sending
