@@ -77,7 +77,7 @@ class Agent:
                 tools_for=self.tools_for,
                 provider_for=self.provider_for,
                 model_info_for=self.model_info_for,
-                rules_for=lambda s: self._rules.setdefault(s.id, Rules()),
+                rules_for=self._rules_for,
                 limits=TurnLimits(
                     max_turn_requests=limits.max_turn_requests,
                     max_retries=limits.max_retries,
@@ -89,6 +89,14 @@ class Agent:
                 before_request=self._maybe_compact,
             )
         return self._engine
+
+    def _rules_for(self, session: Session) -> Rules:
+        """The project's remembered "always" answers (shared by its sessions, persisted)."""
+        rules = self._rules.get(session.cwd)
+        if rules is None:
+            state_dir = os.path.dirname(self.store.root)
+            rules = self._rules[session.cwd] = Rules.for_project(state_dir, session.cwd)
+        return rules
 
     def tools_for(self, session: Session) -> Toolset:
         """The built-in tools and the session's MCP tools."""
@@ -674,7 +682,6 @@ class Agent:
         if tasks:
             await asyncio.wait(tasks, timeout=5.0)
         self.sessions.pop(session.id, None)
-        self._rules.pop(session.id, None)
         session.close()
         if session.mcp is not None:
             await session.mcp.aclose()

@@ -15,7 +15,10 @@ are remembered per session under the tool's permission key.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Literal, TypeAlias
+
+import msgspec
 
 from .protocol import types as t
 
@@ -60,11 +63,47 @@ def permission_options() -> list[t.PermissionOption]:
 
 
 class Rules:
-    """Remembered "always" answers, keyed by permission key."""
+    """Remembered "always" answers, keyed by permission key.
 
-    def __init__(self) -> None:
+    With a ``path`` they belong to a project and persist there (a small JSON file in the
+    state directory, replaced atomically), so they survive restarts and apply to every
+    session in that project.
+    """
+
+    def __init__(self, path: str | None = None) -> None:
+        self.path = path
         self.allowed: set[str] = set()
         self.rejected: set[str] = set()
+        if path is not None:
+            self._load(path)
+
+    @classmethod
+    def for_project(cls, state_dir: str, cwd: str) -> Rules:
+        import hashlib
+
+        name = hashlib.sha256(os.path.realpath(cwd).encode()).hexdigest()[:32]
+        return cls(os.path.join(state_dir, "permissions", f"{name}.json"))
+
+    def _load(self, path: str) -> None:
+        try:
+            with open(path, "rb") as fh:
+                data = msgspec.json.decode(fh.read(), type=_RulesFile)
+        except (OSError, msgspec.DecodeError):
+            return  # none yet, or unreadable: start empty (the next save rewrites it)
+        self.allowed, self.rejected = set(data.allowed), set(data.rejected)
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(tmp, "wb") as fh:
+                fh.write(msgspec.json.encode(
+                    _RulesFile(sorted(self.allowed), sorted(self.rejected))))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # remembered for this process only
 
     def lookup(self, key: str) -> Decision | None:
         if key in self.rejected:
@@ -80,3 +119,11 @@ class Rules:
         elif option_id == REJECT_ALWAYS:
             self.rejected.add(key)
             self.allowed.discard(key)
+        else:
+            return
+        self._save()
+
+
+class _RulesFile(msgspec.Struct):
+    allowed: list[str] = []
+    rejected: list[str] = []

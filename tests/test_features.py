@@ -393,3 +393,42 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+class TestRememberedPermissions:
+    async def test_always_allow_is_scoped_and_survives_a_restart(
+        self, checker, state_dir, workspace, tmp_path
+    ) -> None:
+        echo = {"tool_call": {"name": "run_command", "arguments": {"command": "echo one"}}}
+        echo2 = {"tool_call": {"name": "run_command", "arguments": {"command": "echo two"}}}
+        chained = {"tool_call": {"name": "run_command", "arguments": {"command": "echo a && echo b"}}}
+        agent = _agent(checker, state_dir, tmp_path, [[echo], [{"text": "ok"}]])
+        from .harness import select_kind
+
+        agent.handlers["session/request_permission"] = select_kind("allow_always")
+        async with agent:
+            await agent.initialize()
+            sid = await agent.new_session(workspace)
+            await agent.prompt(sid, "x")
+            assert len(agent.client_requests) == 1
+        # a new process, a new session in the same project: `echo` no longer asks, but a
+        # command with shell operators is not covered by the program-wide answer
+        again = _agent(checker, state_dir, tmp_path, [[echo2], [{"text": "ok"}], [chained], [{"text": "ok"}]])
+        again.handlers["session/request_permission"] = select_kind("reject_once")
+        async with again:
+            await again.initialize()
+            sid = await again.new_session(workspace)
+            await again.prompt(sid, "y")
+            assert again.client_requests == []
+            await again.prompt(sid, "z")
+            assert len(again.client_requests) == 1
+        # another project is not affected
+        other = tmp_path / "other"
+        other.mkdir()
+        third = _agent(checker, state_dir, tmp_path, [[echo], [{"text": "ok"}]])
+        third.handlers["session/request_permission"] = select_kind("reject_once")
+        async with third:
+            await third.initialize()
+            sid = await third.new_session(str(other))
+            await third.prompt(sid, "w")
+            assert len(third.client_requests) == 1
