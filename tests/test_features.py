@@ -432,3 +432,100 @@ class TestRememberedPermissions:
             sid = await third.new_session(str(other))
             await third.prompt(sid, "w")
             assert len(third.client_requests) == 1
+
+
+class EditorTerminals:
+    """A client's terminals: real processes behind terminal/* requests."""
+
+    def __init__(self) -> None:
+        self.procs: dict[str, asyncio.subprocess.Process] = {}
+        self.output: dict[str, bytes] = {}
+        self.calls: list[str] = []
+        self.readers: dict[str, asyncio.Task[None]] = {}
+
+    def install(self, agent: AgentProcess) -> None:
+        for name in ("create", "output", "wait_for_exit", "kill", "release"):
+            agent.handlers[f"terminal/{name}"] = getattr(self, name)
+
+    async def create(self, p: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append("create")
+        tid = f"term_{len(self.procs) + 1}"
+        proc = await asyncio.create_subprocess_exec(
+            p["command"], *p.get("args", []), cwd=p.get("cwd"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        self.procs[tid], self.output[tid] = proc, b""
+
+        async def pump() -> None:
+            assert proc.stdout
+            while chunk := await proc.stdout.read(4096):
+                self.output[tid] += chunk
+        self.readers[tid] = asyncio.create_task(pump())
+        return {"terminalId": tid}
+
+    async def output(self, p: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append("output")
+        tid = p["terminalId"]
+        proc = self.procs[tid]
+        result: dict[str, Any] = {"output": self.output[tid].decode(errors="replace"), "truncated": False}
+        if proc.returncode is not None:
+            result["exitStatus"] = {"exitCode": proc.returncode}
+        return result
+
+    async def wait_for_exit(self, p: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append("wait_for_exit")
+        tid = p["terminalId"]
+        code = await self.procs[tid].wait()
+        await self.readers[tid]
+        return {"exitCode": code} if code >= 0 else {"signal": "SIGKILL"}
+
+    async def kill(self, p: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append("kill")
+        proc = self.procs[p["terminalId"]]
+        if proc.returncode is None:
+            proc.kill()
+        return {}
+
+    async def release(self, p: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append("release")
+        proc = self.procs[p["terminalId"]]
+        if proc.returncode is None:
+            proc.kill()
+        return {}
+
+
+class TestEditorTerminal:
+    async def test_commands_run_in_the_editors_terminal(self, checker, state_dir, workspace, tmp_path) -> None:
+        script = [[{"tool_call": {"name": "run_command", "arguments": {"command": "echo in-the-editor"}}}],
+                  [{"text": "done"}]]
+        agent = _agent(checker, state_dir, tmp_path, script, "", "--mode", "bypass")
+        terminals = EditorTerminals()
+        terminals.install(agent)
+        async with agent:
+            await agent.initialize({"terminal": True})
+            sid = await agent.new_session(workspace)
+            await agent.prompt(sid, "go")
+            assert terminals.calls[0] == "create" and terminals.calls[-1] == "release"
+            content = json.dumps(agent.updates_of(sid, "tool_call_update"))
+            assert '"type": "terminal"' in content and "term_1" in content
+            assert agent.updates_of(sid, "tool_call_update")[-1]["status"] == "completed"
+
+    async def test_cancel_kills_and_releases_the_editors_terminal(
+        self, checker, state_dir, workspace, tmp_path
+    ) -> None:
+        script = [[{"tool_call": {"name": "run_command", "arguments": {"command": "sleep 60"}}}],
+                  [{"text": "next"}]]
+        agent = _agent(checker, state_dir, tmp_path, script, "", "--mode", "bypass")
+        terminals = EditorTerminals()
+        terminals.install(agent)
+        async with agent:
+            await agent.initialize({"terminal": True})
+            sid = await agent.new_session(workspace)
+            task = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [
+                {"type": "text", "text": "go"}]})
+            await agent.wait_for(lambda: "create" in terminals.calls)
+            await asyncio.sleep(0.2)
+            await agent.notify("session/cancel", {"sessionId": sid})
+            assert (await task)["result"]["stopReason"] == "cancelled"
+            await agent.wait_for(lambda: "release" in terminals.calls)
+            assert "kill" in terminals.calls
+            assert await asyncio.wait_for(terminals.procs["term_1"].wait(), 5) is not None
