@@ -439,7 +439,7 @@ class EditorTerminals:
 
     def __init__(self) -> None:
         self.procs: dict[str, asyncio.subprocess.Process] = {}
-        self.output: dict[str, bytes] = {}
+        self.buffers: dict[str, bytes] = {}
         self.calls: list[str] = []
         self.readers: dict[str, asyncio.Task[None]] = {}
 
@@ -453,12 +453,12 @@ class EditorTerminals:
         proc = await asyncio.create_subprocess_exec(
             p["command"], *p.get("args", []), cwd=p.get("cwd"),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-        self.procs[tid], self.output[tid] = proc, b""
+        self.procs[tid], self.buffers[tid] = proc, b""
 
         async def pump() -> None:
             assert proc.stdout
             while chunk := await proc.stdout.read(4096):
-                self.output[tid] += chunk
+                self.buffers[tid] += chunk
         self.readers[tid] = asyncio.create_task(pump())
         return {"terminalId": tid}
 
@@ -466,7 +466,7 @@ class EditorTerminals:
         self.calls.append("output")
         tid = p["terminalId"]
         proc = self.procs[tid]
-        result: dict[str, Any] = {"output": self.output[tid].decode(errors="replace"), "truncated": False}
+        result: dict[str, Any] = {"output": self.buffers[tid].decode(errors="replace"), "truncated": False}
         if proc.returncode is not None:
             result["exitStatus"] = {"exitCode": proc.returncode}
         return result
