@@ -145,3 +145,14 @@ def test_ts_sdk_demo_model(checker: SchemaChecker, tmp_path: Path, state_dir: st
         assert "allow_once" in p["optionKinds"]
         assert p["toolCallAnnouncedBefore"], p
     assert s["agentExit"] == {"code": 0, "signal": None}
+
+
+def test_ts_sdk_draft_features(checker: SchemaChecker, tmp_path: Path, state_dir: str) -> None:
+    """The unstable client receives notices, plan documents and compaction intact."""
+    s = run_ts_client(checker, tmp_path, state_dir, "drafts")
+    assert [t["stopReason"] for t in s["turns"]] == ["end_turn", "end_turn", "end_turn"]
+    drafts = s["drafts"]
+    assert drafts["notice"]["severity"] == "warning"
+    assert drafts["planUpdate"]["plan"]["content"].startswith("## Plan")
+    assert drafts["compaction"][0] == "compaction_update" and "compaction_summary_chunk" in drafts["compaction"]
+    assert s["sdkErrors"] == []

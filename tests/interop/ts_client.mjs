@@ -2,7 +2,7 @@
 // A real ACP client built with the official TypeScript SDK (@agentclientprotocol/sdk,
 // the `/unstable` entrypoint so draft session updates are parsed, not dropped).
 //
-//   node ts_client.mjs [--scenario full|demo] [--raw-log FILE] [--timeout-ms N] \
+//   node ts_client.mjs [--scenario full|demo|drafts] [--raw-log FILE] [--timeout-ms N] \
 //        [--] <agent command...>
 //   e.g. node tests/interop/ts_client.mjs .venv/bin/python -m acp_agent --state-dir /tmp/s
 //
@@ -52,9 +52,9 @@ function parseArgs(argv) {
 }
 
 const opts = parseArgs(process.argv.slice(2));
-if (opts.command.length === 0 || !["full", "demo"].includes(opts.scenario)) {
+if (opts.command.length === 0 || !["full", "demo", "drafts"].includes(opts.scenario)) {
   process.stderr.write(
-    "usage: node ts_client.mjs [--scenario full|demo] [--raw-log FILE] " +
+    "usage: node ts_client.mjs [--scenario full|demo|drafts] [--raw-log FILE] " +
       "[--timeout-ms N] [--] <agent command...>\n",
   );
   process.exit(2);
@@ -180,10 +180,20 @@ const SCRIPT = [
   [{ text: "Still here after the cancel." }],
 ];
 
+// The draft features (imported from @agentclientprotocol/sdk/unstable): a notice while
+// retrying, a plan document, a compaction with its summary chunks.
+const DRAFT_SCRIPT = [
+  [{ error: { status: 429, retry_after: 0.01, message: "slow down" } }],
+  [{ text: "Answered after a retry." }],
+  [{ tool_call: { name: "write_plan", arguments: { content: "## Plan\n- [ ] Split the lexer\n" } } }],
+  [{ text: "The plan is written." }],
+  [{ text: "## Summary\n- The user asked for a retry and a plan." }],
+];
+
 const childEnv = { ...process.env };
-if (opts.scenario === "full") {
+if (opts.scenario === "full" || opts.scenario === "drafts") {
   const scriptPath = path.join(tmpBase, "script.json");
-  fs.writeFileSync(scriptPath, JSON.stringify(SCRIPT));
+  fs.writeFileSync(scriptPath, JSON.stringify(opts.scenario === "full" ? SCRIPT : DRAFT_SCRIPT));
   childEnv.ACP_AGENT_OFFLINE_SCRIPT = scriptPath;
 } else {
   delete childEnv.ACP_AGENT_OFFLINE_SCRIPT;
@@ -476,6 +486,39 @@ async function scenarioFull(agent) {
   }
 }
 
+async function scenarioDrafts(agent) {
+  await agent.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: CLIENT_CAPABILITIES,
+    clientInfo: { name: "acp-agent-interop-ts", version: summary.sdkVersion ?? "0" },
+  });
+  const session = await agent.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+  summary.sessionId = session.sessionId;
+  const kinds = (from) => updates.slice(from).map((u) => u.update?.sessionUpdate);
+  let from = updates.length;
+  const retry = await runTurn(agent, session.sessionId, "retry", "please answer");
+  check(retry.stopReason === "end_turn", `turn retry: ${retry.stopReason}`);
+  const notice = updates.slice(from).find((u) => u.update?.sessionUpdate === "notice");
+  check(notice && notice.update.severity === "warning", "no warning notice while retrying");
+  from = updates.length;
+  const plan = await runTurn(agent, session.sessionId, "plan", "write the plan");
+  check(plan.stopReason === "end_turn", `turn plan: ${plan.stopReason}`);
+  const planUpdate = updates.slice(from).find((u) => u.update?.sessionUpdate === "plan_update");
+  check(planUpdate && planUpdate.update.plan.type === "markdown" && planUpdate.update.plan.planId,
+    "no markdown plan_update with a planId");
+  check(!kinds(from).includes("plan"), "a classic plan update was sent to a client with `plan`");
+  from = updates.length;
+  const compact = await runTurn(agent, session.sessionId, "compact", "/compact");
+  check(compact.stopReason === "end_turn", `turn compact: ${compact.stopReason}`);
+  const c = kinds(from).filter((k) => k === "compaction_update" || k === "compaction_summary_chunk");
+  check(c[0] === "compaction_update" && c[c.length - 1] === "compaction_update" && c.length >= 3,
+    `compaction order: ${c.join(",")}`);
+  const statuses = updates.slice(from).filter((u) => u.update?.sessionUpdate === "compaction_update")
+    .map((u) => u.update.status);
+  check(statuses.join(",") === "in_progress,completed", `compaction statuses: ${statuses.join(",")}`);
+  summary.drafts = { notice: notice?.update ?? null, planUpdate: planUpdate?.update ?? null, compaction: c };
+}
+
 async function scenarioDemo(agent) {
   const init = await agent.request(acp.methods.agent.initialize, {
     protocolVersion: acp.PROTOCOL_VERSION,
@@ -561,6 +604,7 @@ async function finish(killNow = false) {
 try {
   await app.connectWith(acp.ndJsonStream(agentStdin, agentStdout), async (agent) => {
     if (opts.scenario === "full") await scenarioFull(agent);
+    else if (opts.scenario === "drafts") await scenarioDrafts(agent);
     else await scenarioDemo(agent);
   });
 } catch (err) {
