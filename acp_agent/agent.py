@@ -35,6 +35,7 @@ from .replay import State, draft_allowed, prompt_text, restore, transcript
 from .rpc.connection import Route
 from .session import Session, make_title, new_session_id
 from .store import Store
+from .subagents import Subagents
 
 if TYPE_CHECKING:
     from .tools import Toolset
@@ -62,6 +63,7 @@ class Agent:
         self._preload: asyncio.Future[None] | None = None
         self._engine: TurnEngine | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
+        self.subagents = Subagents(client, lambda: self.engine, self.sessions)
 
     @property
     def engine(self) -> TurnEngine:
@@ -71,7 +73,7 @@ class Agent:
             from .turn import TurnEngine, TurnLimits
 
             limits = self.config.limits
-            self._builtin_tools = builtin_tools()
+            self._builtin_tools = builtin_tools(self.subagents.tool)
             self._engine = TurnEngine(
                 client=self.client,
                 tools_for=self.tools_for,
@@ -109,22 +111,25 @@ class Agent:
     # ------------------------------------------------------------------ routing
 
     def routes(self) -> dict[str, Route[Any]]:
+        guard = self.subagents.guard  # a subagent's session only takes session/cancel
         return {
             "initialize": Route(t.InitializeRequest, self.initialize),
             "session/new": Route(t.NewSessionRequest, self.new_session),
-            "session/load": Route(t.LoadSessionRequest, self.load_session),
-            "session/resume": Route(t.ResumeSessionRequest, self.resume_session),
-            "session/fork": Route(t.ForkSessionRequest, self.fork_session),
+            "session/load": Route(t.LoadSessionRequest, guard(self.load_session)),
+            "session/resume": Route(t.ResumeSessionRequest, guard(self.resume_session)),
+            "session/fork": Route(t.ForkSessionRequest, guard(self.fork_session)),
             # every param is optional: so is the params object
             "session/list": Route(_OPTIONAL_LIST_PARAMS, self.list_sessions),
-            "session/delete": Route(t.DeleteSessionRequest, self.delete_session),
-            "session/prompt": Route(t.PromptRequest, self.prompt, on_cancel=self._cancel_prompt),
-            "session/cancel": Route(t.CancelNotification, self.cancel, notification=True),
-            "session/set_mode": Route(t.SetSessionModeRequest, self.set_mode),
-            "session/set_config_option": Route(
-                t.SetSessionConfigOptionRequestAny, self.set_config_option
+            "session/delete": Route(t.DeleteSessionRequest, guard(self.delete_session)),
+            "session/prompt": Route(
+                t.PromptRequest, guard(self.prompt), on_cancel=self._cancel_prompt
             ),
-            "session/close": Route(t.CloseSessionRequest, self.close_session),
+            "session/cancel": Route(t.CancelNotification, self.cancel, notification=True),
+            "session/set_mode": Route(t.SetSessionModeRequest, guard(self.set_mode)),
+            "session/set_config_option": Route(
+                t.SetSessionConfigOptionRequestAny, guard(self.set_config_option)
+            ),
+            "session/close": Route(t.CloseSessionRequest, guard(self.close_session)),
         }
 
     # ------------------------------------------------------------------ models
@@ -445,7 +450,7 @@ class Agent:
         if isinstance(caps, t.ClientSessionCapabilities) and isinstance(
             caps.notices, t.NoticeCapabilities
         ):
-            await self.client.session_update(
+            await session.emit_fn(  # not recorded; a hidden subagent's goes nowhere
                 session.id,
                 t.Notice(severity=severity, title=title, description=description or UNSET),
             )
@@ -670,6 +675,8 @@ class Agent:
         session = self.sessions.get(p.session_id)
         if session is not None:  # unknown or idle sessions: nothing to do
             session.cancel()
+        else:
+            self.subagents.cancel(p.session_id)  # a child: it and its descendants only
 
     async def close_session(self, p: t.CloseSessionRequest) -> t.CloseSessionResponse:
         await self._release(self.session(p.session_id))

@@ -110,6 +110,8 @@ class Session:
         """The session's MCP servers (started in the background), if the client gave any."""
         self.prompt_commands: dict[str, PromptCommand] = {}
         """User-defined slash commands (markdown files), loaded when the session opens."""
+        self.parent: Session | None = None
+        """The session that spawned this one, if it is a subagent's (see ``subagents``)."""
 
     def restore(self, state: State) -> None:
         """Take the state a log holds (the roots stay as the session has them)."""
@@ -124,6 +126,14 @@ class Session:
             self.stored_roots = (state.cwd, list(state.additional_directories))
         self._tool_ids = itertools.count(state.next_tool_id)
         self._message_ids = itertools.count(state.next_message_id)
+
+    @property
+    def root(self) -> Session:
+        """The top-level session: itself, unless it is a subagent's."""
+        session = self
+        while session.parent is not None:
+            session = session.parent
+        return session
 
     @property
     def roots(self) -> list[str]:

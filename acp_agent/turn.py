@@ -13,6 +13,7 @@ result). Only the prompt handler turns it into the ``cancelled`` stop reason.
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -125,13 +126,14 @@ class TurnEngine:
                 return "refusal", totals
             if not step.calls:
                 return "end_turn", totals
-            for index, call in enumerate(step.calls):
-                try:
-                    session.add_message(await self._run_tool(session, call))
-                except BaseException:
-                    _close_dangling_calls(session, step.calls[index:], "Cancelled by the user.")
-                    raise
+            await self._run_tools(session, step.calls)
         return "max_turn_requests", totals
+
+    def with_client(self, client: Client) -> TurnEngine:
+        """This engine, reaching the editor through ``client`` (a subagent's view of it)."""
+        engine = copy.copy(self)
+        engine.client = client
+        return engine
 
     # ------------------------------------------------------------------ model
 
@@ -223,6 +225,44 @@ class TurnEngine:
 
     # ------------------------------------------------------------------ tools
 
+    async def _run_tools(self, session: Session, calls: list[ToolCallPart]) -> None:
+        """Run one response's tool calls and add their results to history, in call order.
+
+        Calls run one after another, except that tools marked ``concurrent`` (subagents)
+        run side by side when the response asks for more than one of them."""
+        tools = self.tools_for(session)
+        together = [i for i, c in enumerate(calls) if getattr(tools.get(c.name), "concurrent", 0)]
+        if len(together) < 2:
+            for index, call in enumerate(calls):
+                try:
+                    session.add_message(await self._run_tool(session, call))
+                except BaseException:
+                    _close_dangling_calls(session, calls[index:], "Cancelled by the user.")
+                    raise
+            return
+        tasks = {i: asyncio.create_task(self._run_tool(session, calls[i])) for i in together}
+        results: dict[int, ToolResultMessage] = {}
+        try:
+            for index, call in enumerate(calls):
+                if index not in tasks:  # the others keep their turn, in the turn's own task
+                    results[index] = await self._run_tool(session, call)
+            await asyncio.wait(tasks.values())
+            for index, task in tasks.items():
+                results[index] = task.result()
+        except BaseException:
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.wait(tasks.values())  # they report their end before the turn's
+            for index, task in tasks.items():
+                if not task.cancelled() and task.exception() is None:
+                    results[index] = task.result()
+            for index in sorted(results):
+                session.add_message(results[index])
+            _close_dangling_calls(session, calls, "Cancelled by the user.")
+            raise
+        for index in range(len(calls)):
+            session.add_message(results[index])
+
     async def _run_tool(self, session: Session, call: ToolCallPart) -> ToolResultMessage:
         call_id = session.new_tool_call_id()
         tool = self.tools_for(session).get(call.name)
@@ -272,13 +312,14 @@ class TurnEngine:
 
         rules = self.rules_for(session)
         key = tool.permission_key(args)
-        decision = decide(session.mode, access, all(ctx.inside_roots(p) for p in paths))
+        mode = session.root.mode  # a subagent follows its parent's current mode
+        decision = decide(mode, access, all(ctx.inside_roots(p) for p in paths))
         if decision == "ask":
             decision = rules.lookup(key) or "ask"
         if decision == "deny":
             reason = (
                 "Refused: the session is in plan mode (read-only)."
-                if session.mode == "plan"
+                if mode == "plan"
                 else "Refused: the user rejected this kind of call."
             )
             return await self._fail(session, call, call_id, reason)

@@ -11,8 +11,9 @@ from .search import Glob, Grep, ListDirectory
 __all__ = ["Tool", "ToolContext", "ToolOutput", "Toolset", "builtin_tools"]
 
 
-def builtin_tools() -> Toolset:
+def builtin_tools(*extra: Tool) -> Toolset:
+    """The built-in tools, plus ``extra`` ones bound to the agent (``spawn_agent``)."""
     return Toolset([
         ReadFile(), WriteFile(), EditFile(), ListDirectory(), Glob(), Grep(), RunCommand(),
-        UpdatePlan(), WritePlan(), DiscardPlan(),
+        UpdatePlan(), WritePlan(), DiscardPlan(), *extra,
     ])

@@ -1,0 +1,343 @@
+#!/usr/bin/env node
+// Subagents through the official TypeScript SDK client (@agentclientprotocol/sdk, the
+// `/unstable` entrypoint, so subagent_update and session_message are parsed, not dropped).
+//
+//   node ts_subagents.mjs [--raw-log FILE] [--timeout-ms N] [--] <agent command...>
+//
+// The client advertises `subagents: {}` and runs three turns on a scripted offline model
+// (the script is written here and passed in ACP_AGENT_OFFLINE_SCRIPT):
+//   1. "parallel": the parent spawns two children at once; each runs `echo hi`, which asks
+//      permission under the child's session id (answered allow_once), then answers.
+//   2. "cancel-child": one child that hangs; session/cancel with the CHILD's id once its
+//      first chunk arrives; the parent goes on and ends its turn.
+//   3. "cancel-parent": one child that hangs; session/cancel with the parent's id; the
+//      prompt answers "cancelled".
+// Checks, on the raw wire order: a child is announced (subagent_update on its parent)
+// before any session/update or request names it; its last state is idle with a stop
+// reason; the SDK delivered every session/update and reported no errors. Every raw line
+// goes to --raw-log as {"seq", "dir", "line"} for the schema checker; a JSON summary goes
+// to stdout; the exit status is non-zero on any failure.
+
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk/unstable";
+
+const argv = process.argv.slice(2);
+const opts = { rawLog: null, timeoutMs: 20000, command: [] };
+for (let i = 0; i < argv.length; i++) {
+  if (argv[i] === "--raw-log") opts.rawLog = argv[++i];
+  else if (argv[i] === "--timeout-ms") opts.timeoutMs = Number(argv[++i]);
+  else {
+    opts.command = argv.slice(argv[i] === "--" ? i + 1 : i);
+    break;
+  }
+}
+if (opts.command.length === 0) {
+  process.stderr.write("usage: node ts_subagents.mjs [--raw-log FILE] [--timeout-ms N] [--] <agent...>\n");
+  process.exit(2);
+}
+
+const errors = [];
+const check = (cond, msg) => {
+  if (!cond) errors.push(String(msg));
+  return Boolean(cond);
+};
+const sdkErrors = [];
+const origConsoleError = console.error.bind(console);
+console.error = (...args) => {
+  sdkErrors.push(args.map((a) => (typeof a === "string" ? a : JSON.stringify(a))).join(" "));
+  origConsoleError(...args);
+};
+
+const summary = {
+  ok: false,
+  sdkVersion: JSON.parse(
+    fs.readFileSync(
+      new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url),
+      "utf8",
+    ),
+  ).version,
+  errors,
+  sdkErrors,
+  sessionId: null,
+  turns: [],
+  children: {},
+  updateCounts: {},
+  permissionRequests: [],
+  raw: { agentToClient: 0, clientToAgent: 0 },
+  agentExit: null,
+  stderrTail: "",
+};
+
+// ------------------------------------------------------------------ raw tap
+
+let seq = 0;
+const raw = []; // {seq, dir, msg} in wire order
+if (opts.rawLog) fs.writeFileSync(opts.rawLog, "");
+function record(dir, line, unterminated = false) {
+  const entry = { seq: seq++, dir, line, ...(unterminated ? { unterminated: true } : {}) };
+  let msg = null;
+  try {
+    msg = JSON.parse(line);
+  } catch {
+    // reported by the schema checker on the pytest side
+  }
+  raw.push({ seq: entry.seq, dir, msg });
+  summary.raw[dir === "agent->client" ? "agentToClient" : "clientToAgent"] += 1;
+  if (opts.rawLog) fs.appendFileSync(opts.rawLog, JSON.stringify(entry) + "\n");
+}
+function lineTap(dir) {
+  let pending = Buffer.alloc(0);
+  const decoder = new TextDecoder("utf-8");
+  return {
+    push(chunk) {
+      pending = Buffer.concat([pending, Buffer.from(chunk)]);
+      let nl;
+      while ((nl = pending.indexOf(0x0a)) !== -1) {
+        record(dir, decoder.decode(pending.subarray(0, nl)));
+        pending = pending.subarray(nl + 1);
+      }
+    },
+    flush() {
+      if (pending.length > 0) record(dir, decoder.decode(pending), true);
+      pending = Buffer.alloc(0);
+    },
+  };
+}
+
+// ------------------------------------------------------------------ the agent
+
+const tmpBase = fs.mkdtempSync(path.join(os.tmpdir(), "acp-ts-subagents-"));
+const workspace = path.join(tmpBase, "ws");
+fs.mkdirSync(workspace);
+const spawnCall = (title, prompt) => ({
+  tool_call: {
+    name: "spawn_agent",
+    arguments: { title, description: `The ${title.toLowerCase()} helper.`, prompt },
+  },
+});
+const echo = { tool_call: { name: "run_command", arguments: { command: "echo hi" } } };
+const SCRIPT = [
+  // turn "parallel": parent, then each child's two requests (the children are alike, so
+  // whichever asks first may take either response), then the parent's answer
+  [spawnCall("Alpha", "Run echo."), spawnCall("Beta", "Run echo.")],
+  [echo],
+  [echo],
+  [{ text: "child done" }],
+  [{ text: "child done" }],
+  [{ text: "Both children are done." }],
+  // turn "cancel-child"
+  [spawnCall("Slow", "Take your time.")],
+  [{ text: "working " }, { hang: true }],
+  [{ text: "Carrying on without it." }],
+  // turn "cancel-parent"
+  [spawnCall("Stuck", "Wait forever.")],
+  [{ text: "working " }, { hang: true }],
+];
+const scriptPath = path.join(tmpBase, "script.json");
+fs.writeFileSync(scriptPath, JSON.stringify(SCRIPT));
+
+const child = spawn(opts.command[0], opts.command.slice(1), {
+  stdio: ["pipe", "pipe", "pipe"],
+  env: { ...process.env, ACP_AGENT_OFFLINE_SCRIPT: scriptPath },
+});
+let stderrBuf = "";
+child.stderr.setEncoding("utf8");
+child.stderr.on("data", (d) => {
+  stderrBuf = (stderrBuf + d).slice(-10000);
+});
+child.stdin.on("error", () => {});
+const childExited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+
+const inTap = lineTap("agent->client");
+const outTap = lineTap("client->agent");
+const agentStdout = Readable.toWeb(child.stdout).pipeThrough(
+  new TransformStream({
+    transform(chunk, controller) {
+      inTap.push(chunk);
+      controller.enqueue(chunk);
+    },
+    flush() {
+      inTap.flush();
+    },
+  }),
+);
+const stdinWriter = Writable.toWeb(child.stdin).getWriter();
+const agentStdin = new WritableStream({
+  async write(chunk) {
+    outTap.push(chunk);
+    await stdinWriter.write(chunk);
+  },
+  async close() {
+    outTap.flush();
+    await stdinWriter.close().catch(() => {});
+  },
+});
+
+// ------------------------------------------------------------------ the client
+
+const updates = [];
+const waiters = new Set();
+function waitFor(pred, ms, what) {
+  if (pred()) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const w = { pred, resolve };
+    w.timer = setTimeout(() => {
+      waiters.delete(w);
+      reject(new Error(`timed out after ${ms} ms waiting for ${what}`));
+    }, ms);
+    waiters.add(w);
+  });
+}
+function wake() {
+  for (const w of [...waiters]) {
+    if (w.pred()) {
+      waiters.delete(w);
+      clearTimeout(w.timer);
+      w.resolve();
+    }
+  }
+}
+
+const app = acp
+  .client({ name: "acp-agent-interop-ts-subagents" })
+  .onNotification(acp.methods.client.session.update, ({ params }) => {
+    updates.push(params);
+    const kind = params?.update?.sessionUpdate ?? "<none>";
+    summary.updateCounts[kind] = (summary.updateCounts[kind] ?? 0) + 1;
+    wake();
+  })
+  .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
+    summary.permissionRequests.push({ sessionId: params.sessionId, title: params.toolCall?.title });
+    const allow = params.options.find((o) => o.kind === "allow_once");
+    return { outcome: { outcome: "selected", optionId: allow.optionId } };
+  })
+  .onRequest("*", ({ method }) => {
+    throw acp.RequestError.methodNotFound(method);
+  });
+
+const announcedOn = (parent) => [
+  ...new Set(
+    updates
+      .filter((u) => u.sessionId === parent && u.update?.sessionUpdate === "subagent_update")
+      .map((u) => u.update.sessionId),
+  ),
+];
+const hasText = (sid, text) =>
+  updates.some(
+    (u) =>
+      u.sessionId === sid &&
+      u.update?.sessionUpdate === "agent_message_chunk" &&
+      String(u.update.content?.text ?? "").includes(text),
+  );
+
+async function turn(agent, sessionId, name, { cancel } = {}) {
+  const known = announcedOn(sessionId).length;
+  const t = { name, stopReason: null };
+  summary.turns.push(t);
+  const pending = agent.request(acp.methods.agent.session.prompt, {
+    sessionId,
+    prompt: [{ type: "text", text: name }],
+  });
+  pending.catch(() => {});
+  try {
+    if (cancel) {
+      await waitFor(() => announcedOn(sessionId).length > known, 8000, `a child in "${name}"`);
+      const kid = announcedOn(sessionId)[known];
+      await waitFor(() => hasText(kid, "working"), 8000, `the child's first chunk in "${name}"`);
+      const target = cancel === "child" ? kid : sessionId;
+      await agent.notify(acp.methods.agent.session.cancel, { sessionId: target });
+    }
+    const response = await pending;
+    t.stopReason = response?.stopReason ?? null;
+  } catch (err) {
+    t.error = `${err?.message ?? err}`;
+    errors.push(`turn "${name}": ${t.error}`);
+  }
+  return t;
+}
+
+// Ordering, from the raw wire: every message naming a child comes after its announcement.
+function checkWire(root) {
+  const announcedAt = new Map(); // child -> seq
+  const parentOf = new Map();
+  for (const e of raw) {
+    if (e.dir !== "agent->client" || !e.msg) continue;
+    const m = e.msg;
+    const sid = m.params?.sessionId;
+    const u = m.params?.update;
+    if (m.method === "session/update" && u?.sessionUpdate === "subagent_update") {
+      if (!announcedAt.has(u.sessionId)) {
+        announcedAt.set(u.sessionId, e.seq);
+        parentOf.set(u.sessionId, sid);
+        check(sid === root || announcedAt.has(sid), `child ${u.sessionId} announced on unknown ${sid}`);
+      }
+      const info = (summary.children[u.sessionId] ??= { title: null, states: [] });
+      if (u.title) info.title = u.title;
+      if (u.state) info.states.push(u.state);
+      check(!JSON.stringify(u).includes("null"), `subagent_update with null: ${JSON.stringify(u)}`);
+    }
+    if (sid && sid !== root && "method" in m) {
+      check(announcedAt.has(sid), `${m.method} for ${sid} before its announcement`);
+    }
+    if (u?.sessionUpdate === "session_message" || u?.sessionUpdate === "session_message_chunk") {
+      for (const named of [u.senderSessionId, u.recipientSessionId]) {
+        if (named && named !== root) check(announcedAt.has(named), `session_message names ${named} early`);
+      }
+    }
+  }
+  for (const [kid, info] of Object.entries(summary.children)) {
+    const last = info.states.at(-1);
+    check(last?.state === "idle" && last.stopReason, `child ${kid} did not end idle: ${JSON.stringify(last)}`);
+    info.parent = parentOf.get(kid);
+  }
+}
+
+async function scenario(agent) {
+  await agent.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, subagents: {} },
+    clientInfo: { name: "acp-agent-interop-ts-subagents", version: summary.sdkVersion },
+  });
+  const session = await agent.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+  const sid = (summary.sessionId = session.sessionId);
+  await turn(agent, sid, "parallel");
+  await turn(agent, sid, "cancel-child", { cancel: "child" });
+  await turn(agent, sid, "cancel-parent", { cancel: "parent" });
+  summary.parentText = updates
+    .filter((u) => u.sessionId === sid && u.update?.sessionUpdate === "agent_message_chunk")
+    .map((u) => u.update.content.text)
+    .join("");
+}
+
+const watchdog = setTimeout(() => {
+  errors.push(`watchdog: no finish within ${opts.timeoutMs} ms`);
+  child.kill("SIGKILL");
+}, opts.timeoutMs);
+
+try {
+  await app.connectWith(acp.ndJsonStream(agentStdin, agentStdout), scenario);
+} catch (err) {
+  errors.push(`scenario aborted: ${err?.message ?? err}`);
+}
+try {
+  child.stdin.end();
+} catch {
+  // already closed
+}
+summary.agentExit = await childExited;
+clearTimeout(watchdog);
+inTap.flush();
+outTap.flush();
+checkWire(summary.sessionId);
+const rawUpdates = raw.filter((e) => e.dir === "agent->client" && e.msg?.method === "session/update").length;
+check(rawUpdates === updates.length, `the SDK delivered ${updates.length} of ${rawUpdates} session/updates`);
+check(sdkErrors.length === 0, `the SDK reported errors: ${sdkErrors.slice(0, 3).join(" | ")}`);
+summary.stderrTail = stderrBuf.slice(-2000);
+summary.ok = errors.length === 0;
+fs.rmSync(tmpBase, { recursive: true, force: true });
+process.stdout.write(JSON.stringify(summary) + "\n");
+process.exit(summary.ok ? 0 : 1);
