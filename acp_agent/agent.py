@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .turn import TurnEngine
 
 PROTOCOL_VERSION = 1
+AUTH_METHOD_ID = "api-key"
 THINKING = ("off", "low", "medium", "high")
 OFFLINE_INFO = ModelInfo(
     context_window=128_000,
@@ -114,6 +115,7 @@ class Agent:
         guard = self.subagents.guard  # a subagent's session only takes session/cancel
         return {
             "initialize": Route(t.InitializeRequest, self.initialize),
+            "authenticate": Route(t.AuthenticateRequest, self.authenticate),
             "session/new": Route(t.NewSessionRequest, self.new_session),
             "session/load": Route(t.LoadSessionRequest, guard(self.load_session)),
             "session/resume": Route(t.ResumeSessionRequest, guard(self.resume_session)),
@@ -190,11 +192,55 @@ class Agent:
                     close=t.SessionCloseCapabilities(),
                 ),
             ),
-            auth_methods=[],
+            auth_methods=[self._auth_method()],
             agent_info=t.Implementation(name="acp-agent", title="acp-agent", version=__version__),
         )
 
+    # ------------------------------------------------------------------ authentication
+
+    def _auth_method(self) -> t.AuthMethodAgent:
+        """One agent-type method: it tells the client which key the configured model needs."""
+        from .providers import missing_key
+
+        needed = missing_key(self.config)
+        if self.config.provider == "offline":
+            description = "No key needed: the offline built-in model runs locally."
+        else:
+            name = (
+                needed
+                or (
+                    self.config.openai
+                    if self.config.provider == "openai"
+                    else self.config.anthropic
+                ).api_key_env
+                or "the provider's key"
+            )
+            description = (
+                f"{self.config.model} needs {name} in the agent's environment "
+                "(or a base URL for a local OpenAI-compatible server)."
+            )
+        return t.AuthMethodAgent(id=AUTH_METHOD_ID, name="API key", description=description)
+
+    def _require_key(self) -> None:
+        from .providers import missing_key
+
+        needed = missing_key(self.config)
+        if needed is not None:
+            raise AuthRequired(
+                f"Authentication required: set {needed} for {self.config.model}",
+                {"authMethods": [AUTH_METHOD_ID], "missing": needed},
+            )
+
+    async def authenticate(self, p: t.AuthenticateRequest) -> t.AuthenticateResponse:
+        if p.method_id != AUTH_METHOD_ID:
+            raise InvalidParams(
+                f"Invalid params: unknown auth method {p.method_id!r} - at `$.methodId`"
+            )
+        self._require_key()
+        return t.AuthenticateResponse()
+
     async def new_session(self, p: t.NewSessionRequest) -> t.NewSessionResponse:
+        self._require_key()
         cwd, directories = _roots(p.cwd, p.additional_directories)
         session = Session(
             id=new_session_id(),
@@ -232,6 +278,7 @@ class Agent:
             log.warning("cannot store the session; it lives in memory only", error=str(exc))
 
     async def load_session(self, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
+        self._require_key()
         cwd, directories = _roots(p.cwd, p.additional_directories)
         session, records = self._open(p.session_id, cwd, directories, read=True)
         self._attach(session, p.mcp_servers)
@@ -244,6 +291,7 @@ class Agent:
         )
 
     async def resume_session(self, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
+        self._require_key()
         cwd, directories = _roots(p.cwd, p.additional_directories)
         session, _ = self._open(p.session_id, cwd, directories, read=False)
         self._attach(session, p.mcp_servers)
@@ -276,6 +324,14 @@ class Agent:
             log.error("cannot read a stored session", session_id=session_id, error=str(exc))
             raise InternalError(f"Cannot read session {session_id}: {exc.strerror}") from None
         state = restore(records)
+        session = self._restored(session_id, state, cwd, directories)
+        session.log, session.read_only = writer, writer is None
+        self.sessions[session_id] = session
+        return session, records
+
+    def _restored(self, session_id: str, state: State, cwd: str, directories: list[str]) -> Session:
+        """A session brought back from a log's state (for load, resume and fork). A mode
+        or model this configuration no longer offers falls back, with a notice."""
         session = Session(
             id=session_id,
             cwd=cwd,
@@ -286,9 +342,12 @@ class Agent:
             additional_directories=directories,
         )
         session.restore(state)
-        session.log, session.read_only = writer, writer is None
-        self.sessions[session_id] = session
-        return session, records
+        if state.model and state.model != session.model:
+            session.pending_notices.append((
+                "warning", "Model not available",
+                f"{state.model} is not configured here; the session continues on {session.model}.",
+            ))
+        return session
 
     def _valid_mode(self, state: State) -> str:
         return state.mode if state.mode in MODE_IDS else self.config.default_mode
@@ -313,6 +372,7 @@ class Agent:
         session.set_mode(session.mode)  # keep what this client chose meanwhile
 
     async def fork_session(self, p: t.ForkSessionRequest) -> t.ForkSessionResponse:
+        self._require_key()
         cwd, directories = _roots(p.cwd, p.additional_directories)
         source = self.sessions.get(p.session_id)
         if source is not None:
@@ -325,16 +385,7 @@ class Agent:
             raise InternalError(f"Cannot read session {p.session_id}: {exc.strerror}") from None
         body = [r for r in records if not isinstance(r, Header | Roots)]
         state = restore(body)
-        session = Session(
-            id=new_session_id(),
-            cwd=cwd,
-            emit_fn=self.client.session_update,
-            mode=self._valid_mode(state),
-            model=self._valid_model(state),
-            thinking=state.thinking or self.config.thinking,
-            additional_directories=directories,
-        )
-        session.restore(state)
+        session = self._restored(new_session_id(), state, cwd, directories)
         self._store_new(session, body, forked_from=p.session_id)
         self.sessions[session.id] = session
         self._attach(session, p.mcp_servers)
@@ -411,6 +462,9 @@ class Agent:
         from .turn import usage_update
 
         await self._send_commands(session)
+        while session.pending_notices:
+            severity, title, description = session.pending_notices.pop(0)
+            await self.notify(session, severity, title, description, fallback=True)
         await session.emit(usage_update(session, self.model_info_for(session.model)))
 
     async def _send_commands(self, session: Session) -> None:

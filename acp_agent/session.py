@@ -108,6 +108,8 @@ class Session:
         self._saved_usage: tuple[int, int, int, float | None] = (0, 0, 0, None)
         self.mcp: McpHub | None = None
         """The session's MCP servers (started in the background), if the client gave any."""
+        self.pending_notices: list[tuple[str, str, str | None]] = []
+        """Advisories to send once the client has the session (after the response)."""
         self.prompt_commands: dict[str, PromptCommand] = {}
         """User-defined slash commands (markdown files), loaded when the session opens."""
         self.parent: Session | None = None

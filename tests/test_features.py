@@ -269,6 +269,7 @@ class TestCompaction:
 class TestThoughtLevel:
     async def test_offered_only_for_thinking_models(self, checker, state_dir, workspace, tmp_path) -> None:
         agent = _agent(checker, state_dir, tmp_path, None, "", "--model", "anthropic:claude-sonnet-4-5")
+        agent.env["ANTHROPIC_API_KEY"] = "test-key"
         async with agent:
             await agent.initialize()
             result = await agent.request("session/new", {"cwd": workspace, "mcpServers": []})
@@ -529,3 +530,55 @@ class TestEditorTerminal:
             await agent.wait_for(lambda: "release" in terminals.calls)
             assert "kill" in terminals.calls
             assert await asyncio.wait_for(terminals.procs["term_1"].wait(), 5) is not None
+
+
+class TestAuthentication:
+    async def test_missing_key_is_auth_required_until_configured(
+        self, checker, state_dir, workspace, tmp_path
+    ) -> None:
+        agent = _agent(checker, state_dir, tmp_path, None, "", "--model", "openai:gpt-4.1")
+        async with agent:
+            init = await agent.initialize()
+            (method,) = init["authMethods"]
+            assert "type" not in method and "OPENAI_API_KEY" in method["description"]
+            response = await agent.request_raw("session/new", {"cwd": workspace, "mcpServers": []})
+            assert response["error"]["code"] == -32000
+            assert "OPENAI_API_KEY" in response["error"]["message"]
+            response = await agent.request_raw("authenticate", {"methodId": method["id"]})
+            assert response["error"]["code"] == -32000
+            response = await agent.request_raw("authenticate", {"methodId": "nope"})
+            assert response["error"]["code"] == -32602
+        keyed = _agent(checker, state_dir, tmp_path, None, "", "--model", "openai:gpt-4.1")
+        keyed.env["OPENAI_API_KEY"] = "sk-test"
+        async with keyed:
+            init = await keyed.initialize()
+            assert await keyed.request("authenticate", {"methodId": init["authMethods"][0]["id"]}) == {}
+            assert await keyed.new_session(workspace)
+        local = _agent(checker, state_dir, tmp_path, None, "", "--model", "openai:qwen",
+                       "--base-url", "http://127.0.0.1:9/v1")  # a local server needs no key
+        async with local:
+            await local.initialize()
+            assert await local.new_session(workspace)
+
+
+class TestModelFallbackNotice:
+    async def test_a_model_no_longer_configured_falls_back_with_a_notice(
+        self, checker, state_dir, workspace, tmp_path
+    ) -> None:
+        first = _agent(checker, state_dir, tmp_path, None, 'models = ["anthropic:claude-sonnet-4-5"]\n')
+        first.env["ANTHROPIC_API_KEY"] = "k"
+        async with first:
+            await first.initialize()
+            sid = await first.new_session(workspace)
+            await first.request("session/set_config_option", {
+                "sessionId": sid, "configId": "model", "value": "anthropic:claude-sonnet-4-5"})
+        (tmp_path / "config.toml").unlink()
+        second = _agent(checker, state_dir, tmp_path)
+        async with second:
+            await second.initialize({"session": {"notices": {}}})
+            result = await second.request("session/load", {"sessionId": sid, "cwd": workspace, "mcpServers": []})
+            model = next(o for o in result["configOptions"] if o["id"] == "model")
+            assert model["currentValue"] == "offline"
+            await second.wait_for(lambda: bool(second.updates_of(sid, "notice")))
+            (notice,) = second.updates_of(sid, "notice")
+            assert notice["title"] == "Model not available" and "claude-sonnet-4-5" in notice["description"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -15,6 +16,23 @@ if TYPE_CHECKING:
     from .base import ModelProvider
 
 _SDK_MODULE = {"openai": "openai", "anthropic": "anthropic"}
+
+
+def missing_key(config: Config, env: Mapping[str, str] = os.environ) -> str | None:
+    """The environment variable the configured model still needs, or ``None`` when it can
+    run (the offline model, a key present, or an OpenAI-compatible server by base URL)."""
+    kind = config.provider
+    if kind == "offline":
+        return None
+    settings = config.openai if kind == "openai" else config.anthropic
+    name = settings.api_key_env or ("OPENAI_API_KEY" if kind == "openai" else "ANTHROPIC_API_KEY")
+    if env.get(name):
+        return None
+    if kind == "openai" and (settings.base_url or env.get("OPENAI_BASE_URL")):
+        return None  # local servers take no key
+    if kind == "anthropic" and not settings.api_key_env and env.get("ANTHROPIC_AUTH_TOKEN"):
+        return None
+    return name
 
 
 def make_provider(config: Config) -> ModelProvider:
