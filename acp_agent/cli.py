@@ -157,11 +157,14 @@ def main(argv: list[str] | None = None) -> None:
 
     from .server import serve
 
+    # Not asyncio.run(): its shutdown waits for the default executor's threads, and one
+    # may still be importing a provider or MCP SDK (a second or more). Once serve()
+    # returns, every turn has ended and the output is flushed: exit at once.
     code = 0
+    loop = asyncio.new_event_loop()
     try:
-        asyncio.run(serve(cfg))
+        loop.run_until_complete(serve(cfg))
     except KeyboardInterrupt:
         code = 130
-    # Exit now: never wait for background threads (e.g. a provider SDK still importing).
     sys.stderr.flush()
     os._exit(code)
