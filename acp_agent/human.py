@@ -148,6 +148,7 @@ class HumanClient:
         self.ids = itertools.count(1)
         self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.spinning = False
 
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
@@ -224,15 +225,21 @@ class HumanClient:
                 return "reject_once"
 
     def _clear_progress(self) -> None:
-        if sys.stderr.isatty():
+        if self.spinning:
             sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.spinning = False
 
     async def _progress(self) -> None:
+        """A spinner on stderr while the model works, drawn only at the start of a line
+        (never over streamed text)."""
         if not sys.stderr.isatty():
             return
         for frame in itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"):
-            sys.stderr.write(f"\r{frame} working…")
-            sys.stderr.flush()
+            if self.r.kind is None:
+                sys.stderr.write(f"\r{frame} working…")
+                sys.stderr.flush()
+                self.spinning = True
             await asyncio.sleep(0.1)
 
     async def prompt(self, session_id: str, text: str) -> dict[str, Any]:
