@@ -11,6 +11,7 @@ Measures (medians):
   cancel    ``session/cancel`` -> ``cancelled`` response while streaming
   exit      stdin closed -> process gone (during a running turn)
   encode    in-process agent CPU to encode and write one ``session/update``
+  load      ``session/load`` of a 1,000-turn session (replay streamed, then the response)
 
 Nothing here asserts: the figures go into issue notes. Loopback only.
 """
@@ -277,6 +278,37 @@ async def bench_cancel_and_exit(runs: int, tmp: str) -> dict[str, float]:
     }
 
 
+async def bench_load(runs: int, tmp: str, turns: int = 1000) -> dict[str, float]:
+    """``session/load`` of a 1,000-turn session (built with the store API): request ->
+    response, after the whole replay streamed to the client."""
+    from acp_agent.store import Store
+    from tests.test_session_store import build_session
+
+    state = os.path.join(tmp, "load-state")
+    build_session(Store(state), "sess_bench_load", turns, cwd=tmp)
+    times, updates = [], 0
+    for _ in range(runs):
+        a = Agent(*agent_cmd("--state-dir", state))
+        await a.start()
+        await a.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        count = 0
+
+        def on_update(line: bytes) -> None:
+            nonlocal count
+            count += 1
+
+        a.on_update = on_update
+        t0 = time.perf_counter()
+        result = await a.request(
+            "session/load", {"sessionId": "sess_bench_load", "cwd": tmp, "mcpServers": []}
+        )
+        times.append((time.perf_counter() - t0) * 1000)
+        assert "result" in result, result
+        updates = count
+        await a.close()
+    return {"load_1000_turns_ms": median(times), "load_replayed_updates": updates}
+
+
 def bench_encode(n: int = 200_000) -> dict[str, float]:
     """Agent CPU to build, encode and write one agent_message_chunk (to /dev/null)."""
     from acp_agent.protocol import types as t
@@ -322,6 +354,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             out.update(await bench_stream_offline(max(3, args.runs // 4), tmp, args.chunks))
             for vendor in ("openai", "anthropic"):
                 out.update(await bench_stream_sdk(max(3, args.runs // 4), tmp, args.chunks, vendor))
+        if args.only in (None, "load"):
+            out.update(await bench_load(max(3, args.runs // 4), tmp))
         if args.only in (None, "cancel", "exit"):
             out.update(await bench_cancel_and_exit(max(5, args.runs // 2), tmp))
     return out
@@ -333,7 +367,7 @@ def main() -> None:
     )
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--chunks", type=int, default=20_000)
-    p.add_argument("--only", choices=["startup", "stream", "cancel", "exit", "encode"])
+    p.add_argument("--only", choices=["startup", "stream", "cancel", "exit", "encode", "load"])
     args = p.parse_args()
     _prepare()
     results: dict[str, Any] = {}
