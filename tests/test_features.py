@@ -452,7 +452,7 @@ class EditorTerminals:
         self.calls.append("create")
         tid = f"term_{len(self.procs) + 1}"
         proc = await asyncio.create_subprocess_exec(
-            p["command"], *p.get("args", []), cwd=p.get("cwd"),
+            p["command"], *p.get("args", []), cwd=p.get("cwd"), start_new_session=True,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         self.procs[tid], self.buffers[tid] = proc, b""
 
@@ -481,16 +481,21 @@ class EditorTerminals:
 
     async def kill(self, p: dict[str, Any]) -> dict[str, Any]:
         self.calls.append("kill")
-        proc = self.procs[p["terminalId"]]
-        if proc.returncode is None:
-            proc.kill()
+        self._kill_group(p["terminalId"])
         return {}
+
+    def _kill_group(self, tid: str) -> None:
+        """Like an editor: the whole process group (the shell and what it started)."""
+        import signal
+
+        try:
+            os.killpg(self.procs[tid].pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     async def release(self, p: dict[str, Any]) -> dict[str, Any]:
         self.calls.append("release")
-        proc = self.procs[p["terminalId"]]
-        if proc.returncode is None:
-            proc.kill()
+        self._kill_group(p["terminalId"])
         return {}
 
 
@@ -529,7 +534,8 @@ class TestEditorTerminal:
             assert (await task)["result"]["stopReason"] == "cancelled"
             await agent.wait_for(lambda: "release" in terminals.calls)
             assert "kill" in terminals.calls
-            assert await asyncio.wait_for(terminals.procs["term_1"].wait(), 5) is not None
+            assert await asyncio.wait_for(terminals.readers["term_1"], 5) is None  # output closed
+            assert not _alive(terminals.procs["term_1"].pid)
 
 
 class TestAuthentication:
