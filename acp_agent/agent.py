@@ -169,11 +169,6 @@ class Agent:
     async def initialize(self, p: t.InitializeRequest) -> t.InitializeResponse:
         if p.client_capabilities is not UNSET:
             self.client.capabilities = p.client_capabilities
-        if self._preload is None:
-            # Warm the turn engine and the provider SDK in a thread, off the reply path.
-            from .providers import preload
-
-            self._preload = asyncio.get_running_loop().run_in_executor(None, preload, self.config)
         info = self.model_info_for(self.config.model)
         return t.InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
@@ -455,8 +450,15 @@ class Agent:
             session.mcp.start()
 
     def _announce(self, session: Session) -> None:
-        """After the session/new (load, resume, fork) response: commands and usage."""
+        """After the session/new (load, resume, fork) response: commands and usage; and,
+        the first time, warm the turn engine and the provider's SDK in a thread."""
         self._background(self._announce_now(session))
+        if self._preload is None:
+            # Not during initialize or session/new: a thread importing an SDK holds the
+            # GIL for stretches and would delay those replies. A prompt comes later.
+            from .providers import preload
+
+            self._preload = asyncio.get_running_loop().run_in_executor(None, preload, self.config)
 
     async def _announce_now(self, session: Session) -> None:
         from .turn import usage_update
