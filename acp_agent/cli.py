@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
+
+if TYPE_CHECKING:
+    import argparse
 
 DESCRIPTION = """\
 An Agent Client Protocol (ACP) agent. Editors start it as a subprocess and speak
@@ -30,6 +32,8 @@ stdin is not a terminal). Ctrl-C cancels the running turn."""
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse  # not on the way to `initialize`: editors usually pass no flags
+
     p = argparse.ArgumentParser(
         prog="acp-agent",
         description=DESCRIPTION
@@ -43,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_human_parser(command: str) -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(
         prog=f"acp-agent {command}",
         description="Run one prompt in the terminal."
