@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 
@@ -198,11 +197,8 @@ class TestShutdown:
             agent.start_request("session/prompt", {"sessionId": sid,
                                                    "prompt": [{"type": "text", "text": "go"}]})
             await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
-            loop = asyncio.get_running_loop()
-            start = loop.time()
-            code = await agent.close(timeout=5)
-            assert code == 0
-            assert loop.time() - start < 1.0
+            # close() kills the agent if it has not exited within its timeout (code -9)
+            assert await agent.close(timeout=5) == 0
 
     async def test_eof_while_streaming_leaves_only_complete_lines(
         self, checker, state_dir, workspace, tmp_path

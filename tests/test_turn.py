@@ -236,14 +236,18 @@ class TestCancel:
             assert (await fourth)["result"]["stopReason"] == "cancelled"
 
     async def test_sessions_run_in_parallel(self, scripted, session, workspace) -> None:
-        agent = scripted([[{"sleep": 0.5}, {"text": "a"}], [{"sleep": 0.5}, {"text": "b"}]])
+        """A turn that never ends on one session does not hold up another session."""
+        agent = scripted([[{"text": "started "}, {"hang": True}], [{"text": "b"}]])
         async with agent:
             s1 = await session(agent)
             s2 = await agent.new_session(workspace)
-            loop = asyncio.get_running_loop()
-            start = loop.time()
-            await asyncio.gather(agent.prompt(s1, "x"), agent.prompt(s2, "y"))
-            assert loop.time() - start < 0.95
+            first = agent.start_request("session/prompt", {"sessionId": s1, "prompt": [
+                {"type": "text", "text": "x"}]})
+            await agent.wait_for(lambda: bool(agent.updates_of(s1, "agent_message_chunk")))
+            assert (await agent.prompt(s2, "y"))["stopReason"] == "end_turn"
+            assert not first.done()
+            await agent.notify("session/cancel", {"sessionId": s1})
+            assert (await first)["result"]["stopReason"] == "cancelled"
 
     async def test_close_cancels_the_running_turn(self, scripted, session) -> None:
         agent = scripted([[{"text": "start "}, {"hang": True}]])

@@ -245,8 +245,6 @@ async def test_python_sdk_prompt_cancel_and_recover(
                 lambda: agent.client.text(start).startswith("partial"),
                 "the first chunk of the long turn",
             )
-            loop = asyncio.get_running_loop()
-            cancelled_at = loop.time()
             await agent.conn.cancel(session_id=sid)
             # The script sleeps 30 s: only the cancel can end this turn in time.
             second = await asyncio.wait_for(asyncio.shield(task), 5.0)
@@ -254,7 +252,6 @@ async def test_python_sdk_prompt_cancel_and_recover(
             if not task.done():
                 task.cancel()
         assert second.stop_reason == "cancelled"
-        assert loop.time() - cancelled_at < 5.0
         assert agent.client.text(start).startswith("partial answer")
 
         # 3. the session still works
