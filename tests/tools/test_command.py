@@ -93,10 +93,8 @@ async def test_local_output_exit_code_cwd(ws: Path, fake, tmp_path: Path,
 
 async def test_local_timeout_kills_group(ws: Path, fake) -> None:
     ctx = fake().context(str(ws))
-    started = time.monotonic()
     out = await run.run({"command": "echo $$ > pid; echo started; sleep 30 & sleep 30",
                          "timeout_ms": 300}, ctx)
-    assert time.monotonic() - started < 4
     assert out.raw_output["timedOut"] is True
     assert "started" in out.text and "Timed out after 0.3 s" in out.text
     await _assert_group_gone(int((ws / "pid").read_text()))
