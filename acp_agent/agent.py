@@ -30,14 +30,15 @@ from .protocol import UNSET, UnsetType
 from .protocol import types as t
 from .providers.base import ModelProvider, UserMessage
 from .providers.models import ModelInfo, model_info
-from .records import Header, Record, Roots, now_iso
-from .replay import State, draft_allowed, prompt_text, restore, transcript
 from .rpc.connection import Route
-from .session import Session, make_title, new_session_id
-from .store import Store
-from .subagents import Subagents
 
 if TYPE_CHECKING:
+    # Loaded on first use (a session), not on the way to the `initialize` reply.
+    from .records import Record
+    from .replay import State
+    from .session import Session
+    from .store import Store
+    from .subagents import Subagents
     from .tools import Toolset
     from .turn import TurnEngine
 
@@ -58,13 +59,40 @@ class Agent:
         self.config = config
         self.client = client
         self.sessions: dict[str, Session] = {}
-        self.store = Store(config.state_dir or default_state_dir())
+        self._store: Store | None = None
         self._providers: dict[str, ModelProvider] = {}
         self._rules: dict[str, Rules] = {}
         self._preload: asyncio.Future[None] | None = None
         self._engine: TurnEngine | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
-        self.subagents = Subagents(client, lambda: self.engine, self.sessions)
+        self._subagents: Subagents | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            from .store import Store
+
+            self._store = Store(self.config.state_dir or default_state_dir())
+        return self._store
+
+    @property
+    def subagents(self) -> Subagents:
+        if self._subagents is None:
+            from .subagents import Subagents
+
+            self._subagents = Subagents(self.client, lambda: self.engine, self.sessions)
+        return self._subagents
+
+    def _guard(self, handler: Any) -> Any:
+        """``handler``, refusing requests that name a subagent's session (those only take
+        session/cancel). No subagent exists before the first spawn: nothing to check."""
+
+        async def checked(p: Any) -> Any:
+            if self._subagents is not None:
+                return await self._subagents.guard(handler)(p)
+            return await handler(p)
+
+        return checked
 
     @property
     def engine(self) -> TurnEngine:
@@ -112,7 +140,7 @@ class Agent:
     # ------------------------------------------------------------------ routing
 
     def routes(self) -> dict[str, Route[Any]]:
-        guard = self.subagents.guard  # a subagent's session only takes session/cancel
+        guard = self._guard
         return {
             "initialize": Route(t.InitializeRequest, self.initialize),
             "authenticate": Route(t.AuthenticateRequest, self.authenticate),
@@ -235,6 +263,8 @@ class Agent:
         return t.AuthenticateResponse()
 
     async def new_session(self, p: t.NewSessionRequest) -> t.NewSessionResponse:
+        from .session import Session, new_session_id
+
         self._require_key()
         cwd, directories = _roots(p.cwd, p.additional_directories)
         session = Session(
@@ -257,6 +287,8 @@ class Agent:
         )
 
     def _store_new(self, session: Session, body: Sequence[Record] = (), **header: Any) -> None:
+        from .records import Header, now_iso
+
         """Create the session's log: a header, ``body`` (a fork's copy) and the settings."""
         head = Header(
             id=session.id,
@@ -273,6 +305,8 @@ class Agent:
             log.warning("cannot store the session; it lives in memory only", error=str(exc))
 
     async def load_session(self, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
+        from .replay import draft_allowed, transcript
+
         self._require_key()
         cwd, directories = _roots(p.cwd, p.additional_directories)
         session, records = self._open(p.session_id, cwd, directories, read=True)
@@ -300,6 +334,8 @@ class Agent:
     ) -> tuple[Session, list[Record]]:
         """The session, in memory (brought back from the store if need be), with the
         given roots; and, if ``read``, its log's records."""
+        from .replay import restore
+
         session = self.sessions.get(session_id)
         if session is not None and not session.read_only:
             if session.busy:
@@ -327,6 +363,8 @@ class Agent:
     def _restored(self, session_id: str, state: State, cwd: str, directories: list[str]) -> Session:
         """A session brought back from a log's state (for load, resume and fork). A mode
         or model this configuration no longer offers falls back, with a notice."""
+        from .session import Session
+
         session = Session(
             id=session_id,
             cwd=cwd,
@@ -338,10 +376,14 @@ class Agent:
         )
         session.restore(state)
         if state.model and state.model != session.model:
-            session.pending_notices.append((
-                "warning", "Model not available",
-                f"{state.model} is not configured here; the session continues on {session.model}.",
-            ))
+            session.pending_notices.append(
+                (
+                    "warning",
+                    "Model not available",
+                    f"{state.model} is not configured here;"
+                    f" the session continues on {session.model}.",
+                )
+            )
         return session
 
     def _valid_mode(self, state: State) -> str:
@@ -352,6 +394,8 @@ class Agent:
 
     def _take_over(self, session: Session) -> None:
         """Prompting a session loaded read-only: own it now if its owner let it go."""
+        from .replay import restore
+
         try:
             writer, records = self.store.open(session.id)
         except OSError:
@@ -367,6 +411,10 @@ class Agent:
         session.set_mode(session.mode)  # keep what this client chose meanwhile
 
     async def fork_session(self, p: t.ForkSessionRequest) -> t.ForkSessionResponse:
+        from .records import Header, Roots
+        from .replay import restore
+        from .session import new_session_id
+
         self._require_key()
         cwd, directories = _roots(p.cwd, p.additional_directories)
         source = self.sessions.get(p.session_id)
@@ -554,6 +602,8 @@ class Agent:
     async def _run_turn(
         self, session: Session, blocks: list[t.ContentBlock], info: ModelInfo
     ) -> t.PromptResponse:
+        from .replay import prompt_text
+        from .session import make_title
         from .turn import user_parts
 
         session.record_prompt(blocks, prompt_text(blocks))
