@@ -10,6 +10,7 @@ from . import __version__
 
 if TYPE_CHECKING:
     import argparse
+    from types import SimpleNamespace
 
 DESCRIPTION = """\
 An Agent Client Protocol (ACP) agent. Editors start it as a subprocess and speak
@@ -121,7 +122,7 @@ def human_main(argv: list[str]) -> None:
     raise SystemExit(asyncio.run(run_human(_forward(args), prompt, yes=args.yes, cwd=cwd)))
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+def _overrides(args: argparse.Namespace | SimpleNamespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if args.model:
         out["model"] = args.model
@@ -136,20 +137,52 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+_VALUE_FLAGS = ("model", "base_url", "config", "state_dir", "mode", "log_level", "log_file")
+
+
+def _plain_flags(argv: list[str]) -> SimpleNamespace | None:
+    """The agent flags in their plain forms (``--flag value``, ``--flag=value``), or
+    ``None`` when anything else is there. Values are validated with the configuration."""
+    from types import SimpleNamespace
+
+    values: dict[str, str | None] = dict.fromkeys(_VALUE_FLAGS)
+    i = 0
+    while i < len(argv):
+        flag, eq, value = argv[i].partition("=")
+        name = flag[2:].replace("-", "_")
+        if not flag.startswith("--") or name not in values or values[name] is not None:
+            return None
+        if not eq:
+            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                return None
+            i += 1
+            value = argv[i]
+        if not value:
+            return None
+        values[name] = value
+        i += 1
+    return SimpleNamespace(**values)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("run", "chat"):
         human_main(argv)
-    # Editors usually pass no flags: skip argparse's import then (start-up matters).
-    args = build_parser().parse_args(argv) if argv else None
+    # argparse (with gettext and shutil) costs ~25 ms of start-up on a small machine:
+    # the plain `--flag value` forms editors use are read directly; anything else
+    # (--help, --version, a typo, a missing value) goes through argparse.
+    plain = _plain_flags(argv)
+    args: argparse.Namespace | SimpleNamespace = (
+        plain if plain is not None else build_parser().parse_args(argv)
+    )
     from . import config as config_mod
     from . import log
 
-    overrides = _overrides(args) if args else {}
-    config_file = args.config if args else None
+    overrides = _overrides(args)
+    config_file = args.config
     try:
         cfg = config_mod.load(config_file, overrides=overrides)
-        if args and args.base_url:
+        if args.base_url:
             if cfg.provider not in ("openai", "anthropic"):
                 raise config_mod.ConfigError("--base-url needs --model openai:<m> or anthropic:<m>")
             overrides[cfg.provider] = {"base-url": args.base_url}

@@ -66,3 +66,23 @@ def test_chat_reads_prompts_until_eof(state_dir, workspace) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("stop: end_turn") == 2
     assert "hello.txt" in result.stdout
+
+
+def test_plain_flags_are_read_without_argparse() -> None:
+    """The forms editors pass are read directly; anything else falls back to argparse."""
+    from acp_agent.cli import _plain_flags
+
+    args = _plain_flags(["--model", "openai:gpt-4.1", "--state-dir=/tmp/s", "--log-level", "debug"])
+    assert args is not None
+    assert (args.model, args.state_dir, args.log_level, args.base_url) == (
+        "openai:gpt-4.1", "/tmp/s", "debug", None)
+    for argv in (["--help"], ["--version"], ["--model"], ["--model", "--mode"], ["--mode="],
+                 ["--model", "a", "--model", "b"], ["-h"], ["stray"]):
+        assert _plain_flags(argv) is None, argv
+
+
+def test_plain_flag_values_are_still_validated(state_dir) -> None:
+    result = acp("--mode", "reckless", "--state-dir", state_dir)
+    assert result.returncode == 2 and "default-mode" in result.stderr
+    result = acp("--bogus", "x")
+    assert result.returncode == 2 and "--bogus" in result.stderr
