@@ -369,29 +369,27 @@ class ServerConnection:
 
     async def call_tool(self, tool: str, args: Mapping[str, Any]) -> CallToolResult:
         """Call ``tool``; failures other than cancellation become :class:`ToolError`."""
-        from mcp.shared.exceptions import MCPError
-        from mcp.types import CONNECTION_CLOSED
-
         client = self._ready_client()
-        try:
+        async with self._translated(f"a call to {tool!r}"):
             return await client.call_tool(tool, dict(args))
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
-                raise await self._lost(f"a call to {tool!r}", exc.message) from None
-            raise ToolError(f"MCP server {self.name!r}: {exc.message}") from None
-        except Exception as exc:
-            raise ToolError(f"MCP server {self.name!r}: {describe(exc)}") from None
 
     async def get_prompt(self, prompt: str, args: dict[str, str]) -> GetPromptResult:
+        client = self._ready_client()
+        async with self._translated(f"a request for prompt {prompt!r}"):
+            return await client.get_prompt(prompt, args or None)
+
+    @contextlib.asynccontextmanager
+    async def _translated(self, during: str) -> AsyncIterator[None]:
+        """The one place SDK errors become :class:`ToolError` (a closed connection also
+        marks the server lost). Cancellation passes through untouched."""
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED
 
-        client = self._ready_client()
         try:
-            return await client.get_prompt(prompt, args or None)
+            yield
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                raise await self._lost(f"a request for prompt {prompt!r}", exc.message) from None
+                raise await self._lost(during, exc.message) from None
             raise ToolError(f"MCP server {self.name!r}: {exc.message}") from None
         except Exception as exc:
             raise ToolError(f"MCP server {self.name!r}: {describe(exc)}") from None
