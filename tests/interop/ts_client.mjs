@@ -27,8 +27,8 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/unstable";
+import { tappedStreams } from "./wire_tap.mjs";
 
 // ------------------------------------------------------------------ arguments
 
@@ -143,25 +143,6 @@ function record(dir, line, unterminated = false) {
   if (opts.rawLog) fs.appendFileSync(opts.rawLog, JSON.stringify(entry) + "\n");
 }
 
-// Splits a byte stream into lines (on \n) and records each, exactly as it crossed the pipe.
-function lineTap(dir) {
-  let pending = Buffer.alloc(0);
-  const decoder = new TextDecoder("utf-8", { fatal: false });
-  return {
-    push(chunk) {
-      pending = Buffer.concat([pending, Buffer.from(chunk)]);
-      let nl;
-      while ((nl = pending.indexOf(0x0a)) !== -1) {
-        record(dir, decoder.decode(pending.subarray(0, nl)));
-        pending = pending.subarray(nl + 1);
-      }
-    },
-    flush() {
-      if (pending.length > 0) record(dir, decoder.decode(pending), true);
-      pending = Buffer.alloc(0);
-    },
-  };
-}
 
 // ------------------------------------------------------------------ agent process
 
@@ -218,31 +199,7 @@ const childExited = new Promise((resolve) => {
   });
 });
 
-const inTap = lineTap("agent->client");
-const outTap = lineTap("client->agent");
-
-const agentStdout = Readable.toWeb(child.stdout).pipeThrough(
-  new TransformStream({
-    transform(chunk, controller) {
-      inTap.push(chunk);
-      controller.enqueue(chunk);
-    },
-    flush() {
-      inTap.flush();
-    },
-  }),
-);
-const stdinWriter = Writable.toWeb(child.stdin).getWriter();
-const agentStdin = new WritableStream({
-  async write(chunk) {
-    outTap.push(chunk);
-    await stdinWriter.write(chunk);
-  },
-  async close() {
-    outTap.flush();
-    await stdinWriter.close().catch(() => {});
-  },
-});
+const { agentStdout, agentStdin, flush: flushTaps } = tappedStreams(child, record);
 
 // ------------------------------------------------------------------ client app
 
@@ -577,8 +534,7 @@ async function finish(killNow = false) {
     child.kill("SIGKILL");
     exit = await childExited;
   }
-  inTap.flush();
-  outTap.flush();
+  flushTaps();
   summary.agentExit = exit;
   attributeTurns(true);
   const rawUpdates = rawEntries.filter(

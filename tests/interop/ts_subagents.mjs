@@ -22,8 +22,8 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/unstable";
+import { tappedStreams } from "./wire_tap.mjs";
 
 const argv = process.argv.slice(2);
 const opts = { rawLog: null, timeoutMs: 20000, command: [] };
@@ -89,24 +89,6 @@ function record(dir, line, unterminated = false) {
   summary.raw[dir === "agent->client" ? "agentToClient" : "clientToAgent"] += 1;
   if (opts.rawLog) fs.appendFileSync(opts.rawLog, JSON.stringify(entry) + "\n");
 }
-function lineTap(dir) {
-  let pending = Buffer.alloc(0);
-  const decoder = new TextDecoder("utf-8");
-  return {
-    push(chunk) {
-      pending = Buffer.concat([pending, Buffer.from(chunk)]);
-      let nl;
-      while ((nl = pending.indexOf(0x0a)) !== -1) {
-        record(dir, decoder.decode(pending.subarray(0, nl)));
-        pending = pending.subarray(nl + 1);
-      }
-    },
-    flush() {
-      if (pending.length > 0) record(dir, decoder.decode(pending), true);
-      pending = Buffer.alloc(0);
-    },
-  };
-}
 
 // ------------------------------------------------------------------ the agent
 
@@ -152,30 +134,7 @@ child.stderr.on("data", (d) => {
 child.stdin.on("error", () => {});
 const childExited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
 
-const inTap = lineTap("agent->client");
-const outTap = lineTap("client->agent");
-const agentStdout = Readable.toWeb(child.stdout).pipeThrough(
-  new TransformStream({
-    transform(chunk, controller) {
-      inTap.push(chunk);
-      controller.enqueue(chunk);
-    },
-    flush() {
-      inTap.flush();
-    },
-  }),
-);
-const stdinWriter = Writable.toWeb(child.stdin).getWriter();
-const agentStdin = new WritableStream({
-  async write(chunk) {
-    outTap.push(chunk);
-    await stdinWriter.write(chunk);
-  },
-  async close() {
-    outTap.flush();
-    await stdinWriter.close().catch(() => {});
-  },
-});
+const { agentStdout, agentStdin, flush: flushTaps } = tappedStreams(child, record);
 
 // ------------------------------------------------------------------ the client
 
@@ -330,8 +289,7 @@ try {
 }
 summary.agentExit = await childExited;
 clearTimeout(watchdog);
-inTap.flush();
-outTap.flush();
+flushTaps();
 checkWire(summary.sessionId);
 const rawUpdates = raw.filter((e) => e.dir === "agent->client" && e.msg?.method === "session/update").length;
 check(rawUpdates === updates.length, `the SDK delivered ${updates.length} of ${rawUpdates} session/updates`);
