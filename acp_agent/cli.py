@@ -17,13 +17,22 @@ An Agent Client Protocol (ACP) agent. Editors start it as a subprocess and speak
 JSON-RPC to it over stdin/stdout; stdout carries nothing but protocol messages.
 With no provider configured it runs the offline built-in model (no key, no network)."""
 
-EPILOG = """\
-environment:
-  OPENAI_API_KEY, OPENAI_BASE_URL        used by --model openai:<model>
-  ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL  used by --model anthropic:<model>
-  ACP_AGENT_MODEL, ACP_AGENT_STATE_DIR, ACP_AGENT_LOG_LEVEL, ACP_AGENT_LOG_FILE,
-  ACP_AGENT_DEFAULT_MODE                 the same as the flags below
-precedence: flags > environment > config file > defaults"""
+def epilog() -> str:
+    """The environment the agent reads: each provider family's variables, then ours."""
+    from .providers.registry import FAMILIES, spec
+
+    lines = ["environment:"]
+    for family in FAMILIES:
+        s = spec(family)
+        names = [*s.key_envs[:1], *([s.base_url_env] if s.base_url_env else [])]
+        if names:
+            lines.append(f"  {', '.join(names):<38} used by --model {family}:<model>")
+    lines += [
+        "  ACP_AGENT_MODEL, ACP_AGENT_STATE_DIR, ACP_AGENT_LOG_LEVEL, ACP_AGENT_LOG_FILE,",
+        "  ACP_AGENT_DEFAULT_MODE                 the same as the flags below",
+        "precedence: flags > environment > config file > defaults",
+    ]
+    return "\n".join(lines)
 
 
 HUMAN_EPILOG = """\
@@ -39,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="acp-agent",
         description=DESCRIPTION
         + "\n\nAlso: `acp-agent run PROMPT` and `acp-agent chat` (see --help).",
-        epilog=EPILOG,
+        epilog=epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"acp-agent {__version__}")
@@ -70,7 +79,8 @@ def _agent_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         metavar="SPEC",
-        help="offline | openai:<model> | anthropic:<model> (default: offline)",
+        help="offline | openai:<model> | anthropic:<model> | ollama:<model> | "
+        "openrouter:<vendor>/<model> (default: offline)",
     )
     p.add_argument(
         "--base-url",
@@ -183,8 +193,12 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cfg = config_mod.load(config_file, overrides=overrides)
         if args.base_url:
-            if cfg.provider not in ("openai", "anthropic"):
-                raise config_mod.ConfigError("--base-url needs --model openai:<m> or anthropic:<m>")
+            from .providers import spec
+
+            if not spec(cfg.provider).remote:
+                raise config_mod.ConfigError(
+                    f"--base-url needs a model served over the network, not {cfg.model!r}"
+                )
             overrides[cfg.provider] = {"base-url": args.base_url}
             cfg = config_mod.load(config_file, overrides=overrides)
     except config_mod.ConfigError as exc:

@@ -1,4 +1,5 @@
-"""Slash commands: the built-ins and user-defined prompt commands.
+"""Slash commands: the built-ins, user-defined prompt commands, MCP prompts, and
+:func:`dispatch`, which runs the one a prompt starts with.
 
 User commands are markdown files: ``<project>/.acp-agent/commands/<name>.md`` and
 ``$XDG_CONFIG_HOME/acp-agent/commands/<name>.md`` (the project's win on a name clash).
@@ -18,9 +19,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .protocol import UNSET
 from .protocol import types as t
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+    from .session import Session
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
@@ -128,3 +134,74 @@ def available_commands(
         )
         for name, description, hint in entries
     ]
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+async def dispatch(
+    rt: Runtime, session: Session, blocks: list[t.ContentBlock]
+) -> t.PromptResponse | list[t.ContentBlock]:
+    """Handle a leading ``/command``: a built-in answers by itself (a response) or changes
+    what the model sees; a prompt command expands. Other prompts pass as they are."""
+    from .options import switch_mode, switch_model
+    from .permissions import MODE_IDS
+
+    first = blocks[0] if blocks else None
+    invocation = parse_invocation(first.text.strip()) if isinstance(first, t.TextContent) else None
+    if invocation is None:
+        return blocks
+    name, rest = invocation
+    tail = blocks[1:]
+    done = t.PromptResponse(stop_reason="end_turn")
+    if name == "help":
+        await session.say(help_text(session))
+        return done
+    if name in ("mode", "plan"):
+        target = "plan" if name == "plan" else rest
+        if target:
+            if target not in MODE_IDS:
+                await session.say(f"Unknown mode `{target}`: one of {', '.join(MODE_IDS)}.")
+                return done
+            await switch_mode(rt, session, target)
+        if name == "plan" and rest:
+            return [t.TextContent(text=f"Plan this task (plan mode: read-only): {rest}"), *tail]
+        await session.say(f"Mode: **{session.mode}**.")
+        return done
+    if name == "model":
+        if rest:
+            if rest not in rt.models:
+                await session.say(f"Unknown model `{rest}`: one of {', '.join(rt.models)}.")
+                return done
+            await switch_model(rt, session, rest)
+        await session.say(f"Model: **{session.model}** (available: {', '.join(rt.models)}).")
+        return done
+    if name == "compact":
+        from .compaction import compact_session
+
+        await compact_session(rt, session, rest or None, keep_user_turns=0)
+        return done
+    command = session.prompt_commands.get(name)
+    if command is not None:
+        return [t.TextContent(text=command.expand(rest)), *tail]
+    if session.mcp is not None and any(p.name == name for p in session.mcp.prompts()):
+        from .mcp import PromptError
+
+        try:
+            return [*await session.mcp.get_prompt(name, rest), *tail]
+        except PromptError as exc:
+            await session.say(f"`/{name}` failed: {exc}")
+            return done
+    return blocks  # not ours: the model reads it as text
+
+
+def session_commands(session: Session) -> list[t.AvailableCommand]:
+    """What ``available_commands_update`` offers this session."""
+    mcp = session.mcp
+    extra = [(c.name, c.description, c.hint) for c in mcp.prompts()] if mcp else []
+    return available_commands(session.prompt_commands, extra)
+
+
+def help_text(session: Session) -> str:
+    lines = [f"- `/{c.name}` — {c.description}" for c in session_commands(session)]
+    return "Commands:\n" + "\n".join(lines)

@@ -1,8 +1,9 @@
 """Context compaction: the model summarises older history; the summary replaces it.
 
-The pure parts live here (where to cut, the summary request, the new history); the
-session reports the compaction to the client (``compaction_update`` /
-``compaction_summary_chunk`` or an ordinary message) and records it.
+The pure parts (where to cut, the summary request, the new history), the run
+(:func:`compact`: reported as ``compaction_update`` / ``compaction_summary_chunk`` or an
+ordinary message, and recorded), and when it happens (:func:`maybe_compact` before a
+model request, :func:`compact_session` for ``/compact``).
 
 The cut never separates a tool call from its result: it falls just before a user
 message, so the kept tail starts a clean exchange.
@@ -13,21 +14,20 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .errors import ProviderError, ProviderStreamError
-from .protocol import types as t
-from .providers.base import (
+from .conversation import (
     AssistantMessage,
     Message,
-    ModelProvider,
-    ModelRequest,
-    TextDelta,
     TextPart,
     ToolCallPart,
     ToolResultMessage,
     UserMessage,
 )
+from .errors import ProviderError, ProviderStreamError
+from .protocol import types as t
+from .providers.base import ModelProvider, ModelRequest, TextDelta
 
 if TYPE_CHECKING:
+    from .runtime import Runtime
     from .session import Session
 
 SUMMARY_SYSTEM = """\
@@ -145,19 +145,52 @@ async def compact(
                 )
             )
         else:
-            await _say(session, f"_Compaction failed: {exc.message}. The history is unchanged._\n")
+            await session.say(f"_Compaction failed: {exc.message}. The history is unchanged._")
         return "failed"
     session.replace_history(compacted_history(summary, kept))
     if reported:
         await session.emit(t.CompactionUpdate(compaction_id=compaction_id, status="completed"))
     else:
-        await _say(
-            session, f"_Compacted {len(older)} earlier messages into this summary:_\n\n{summary}\n"
+        await session.say(
+            f"_Compacted {len(older)} earlier messages into this summary:_\n\n{summary}"
         )
     return "completed"
 
 
-async def _say(session: Session, text: str) -> None:
-    await session.emit(
-        t.AgentMessageChunk(content=t.TextContent(text=text), message_id=session.new_message_id())
+async def maybe_compact(rt: Runtime, session: Session) -> None:
+    """Before a model request: compact when the context passes the configured share."""
+    info = rt.model_info_for(session.model)
+    threshold = rt.config.limits.compact_at * info.context_window
+    if session.usage.context_tokens < threshold:
+        return
+    share = session.usage.context_tokens / info.context_window
+    await rt.notify(
+        session,
+        "info",
+        "Compacting the conversation",
+        f"The context is {share:.0%} full; older messages are summarised.",
     )
+    await compact_session(rt, session, None, keep_user_turns=1)
+
+
+async def compact_session(
+    rt: Runtime, session: Session, instructions: str | None, *, keep_user_turns: int
+) -> str:
+    """Compact ``session`` now (``/compact``, or :func:`maybe_compact`); the status."""
+    from .providers._offline import estimate_tokens
+
+    info = rt.model_info_for(session.model)
+    status = await compact(
+        session,
+        rt.provider(session),
+        reported=rt.shows_compaction,
+        instructions=instructions,
+        keep_user_turns=keep_user_turns,
+        max_tokens=min(info.max_output_tokens, 8192),
+    )
+    if status == "skipped" and keep_user_turns == 0:
+        await session.say("Nothing to compact yet.")
+    if status == "completed":
+        session.usage.context_tokens = estimate_tokens(session.history, "")
+        await session.emit(session.usage_update(info.context_window))
+    return status

@@ -28,7 +28,8 @@ class _Section(
 
 
 class ProviderSettings(_Section, frozen=True):
-    """Endpoint settings for one provider family (``openai`` or ``anthropic``)."""
+    """Endpoint settings for one provider family: a ``[<family>]`` section of the file
+    (``[openai]``, ``[anthropic]``, ``[ollama]``, ...; see ``providers.registry``)."""
 
     base_url: str | None = None
     api_key_env: str | None = None
@@ -51,7 +52,8 @@ class Limits(_Section, frozen=True):
     max_message_bytes: int = 256 * 1024 * 1024
     max_retries: int = 4
     retry_max_delay: float = 30.0
-    request_timeout: float = 900.0
+    first_event_timeout: float = 120.0
+    idle_timeout: float = 60.0
     mcp_start_timeout: float = 10.0
     compact_at: float = 0.85
 
@@ -65,20 +67,22 @@ class Config(_Section, frozen=True):
     state_dir: str | None = None
     log_level: LogLevel = "warning"
     log_file: str | None = None
-    openai: ProviderSettings = ProviderSettings()
-    anthropic: ProviderSettings = ProviderSettings()
+    providers: dict[str, ProviderSettings] = {}
+    """Per-family settings, keyed by family name (the file's ``[<family>]`` sections)."""
     model_overrides: dict[str, ModelOverride] = {}
     limits: Limits = Limits()
     offline_script: str | None = None
 
     @property
     def provider(self) -> str:
+        """The configured model's family (``openai`` of ``openai:gpt-4.1``)."""
         return self.model.split(":", 1)[0]
 
-    @property
-    def model_name(self) -> str:
-        return self.model.split(":", 1)[1] if ":" in self.model else self.model
+    def provider_settings(self, family: str) -> ProviderSettings:
+        return self.providers.get(family) or _NO_SETTINGS
 
+
+_NO_SETTINGS = ProviderSettings()
 
 ENV_VARS: Mapping[str, str] = {
     "ACP_AGENT_MODEL": "model",
@@ -110,7 +114,15 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _convert(raw: Mapping[str, Any], source: str) -> Config:
+def from_mapping(raw: Mapping[str, Any], source: str = "config") -> Config:
+    """A validated configuration from the file's structure (kebab-case keys)."""
+    from .providers.registry import FAMILIES
+
+    sections = {k: v for k, v in raw.items() if k in FAMILIES}
+    if sections:  # the file's [<family>] sections are the config's `providers`
+        rest = {k: v for k, v in raw.items() if k not in FAMILIES}
+        nested = rest.get("providers")
+        raw = {**rest, "providers": {**(nested if isinstance(nested, Mapping) else {}), **sections}}
     try:
         config = msgspec.convert(raw, Config, str_keys=True)
     except msgspec.ValidationError as exc:
@@ -125,17 +137,29 @@ def _describe(message: str) -> str:
 
 
 def validate(config: Config, source: str = "config") -> None:
-    if config.provider not in ("offline", "openai", "anthropic"):
-        raise ConfigError(
-            f"{source}: `model` must be 'offline', 'openai:<model>' or 'anthropic:<model>',"
-            f" got {config.model!r}"
-        )
-    if config.provider != "offline" and not config.model_name:
-        raise ConfigError(f"{source}: `model` {config.model!r} names no model")
+    from .providers.registry import FAMILIES, spec
+
+    for model in (config.model, *config.models):
+        family, _, name = model.partition(":")
+        if family not in FAMILIES:
+            raise ConfigError(
+                f"{source}: `model` must be <family>:<model> with a family among "
+                f"{', '.join(FAMILIES)} (e.g. 'openai:gpt-4.1'), got {model!r}"
+            )
+        if spec(family).needs_model and not name:
+            raise ConfigError(
+                f"{source}: `model` {model!r} names no model; write {family}:<model>"
+            )
+    unknown = sorted(set(config.providers) - set(FAMILIES))
+    if unknown:
+        raise ConfigError(f"{source}: unknown provider section(s) {', '.join(unknown)}")
     if config.limits.max_turn_requests < 1:
         raise ConfigError(f"{source}: `limits.max-turn-requests` must be at least 1")
     if not 0.1 <= config.limits.compact_at <= 1.0:
         raise ConfigError(f"{source}: `limits.compact-at` must be between 0.1 and 1.0")
+    for name in ("first_event_timeout", "idle_timeout"):
+        if getattr(config.limits, name) <= 0:
+            raise ConfigError(f"{source}: `limits.{name.replace('_', '-')}` must be positive")
     if config.limits.max_message_bytes < 1024:
         raise ConfigError(f"{source}: `limits.max-message-bytes` must be at least 1024")
 
@@ -159,12 +183,12 @@ def load(
             raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{file}: invalid TOML: {exc}") from None
-        _convert(data, file)  # report file errors against the file
+        from_mapping(data, file)  # report file errors against the file
         merged = data
     env_values = {key: env[name] for name, key in ENV_VARS.items() if env.get(name)}
     if env_values:
-        _convert(_merge(merged, env_values), "environment")
+        from_mapping(_merge(merged, env_values), "environment")
         merged = _merge(merged, env_values)
     if overrides:
         merged = _merge(merged, overrides)
-    return _convert(merged, "command line" if overrides else "config")
+    return from_mapping(merged, "command line" if overrides else "config")

@@ -13,7 +13,8 @@
     ProviderError(message)                  a model provider failed; translated once, at the
      ├ ProviderAuthError    (status)        provider boundary, from httpx/openai/anthropic errors
      ├ ProviderHTTPError    (status, body, retry_after)   .retryable for 408/409/429/5xx
-     ├ ProviderConnectionError              network failure or timeout before/while streaming
+     ├ ProviderConnectionError              network failure before the answer started
+     │  └ ProviderTimeoutError              no answer, or a stalled stream (providers.resilient)
      └ ProviderStreamError                  the stream broke or ended without a finish
 
     ToolError(message)                      a tool failed; reported to the model as a failed
@@ -132,6 +133,10 @@ class ProviderHTTPError(ProviderError):
 
 class ProviderConnectionError(ProviderError):
     retryable = True
+
+
+class ProviderTimeoutError(ProviderConnectionError):
+    """No first event in time, or no next event in time (see ``providers.resilient``)."""
 
 
 class ProviderStreamError(ProviderError):

@@ -19,9 +19,9 @@ from typing import TypeAlias
 import msgspec
 
 from . import log
+from .conversation import Message
 from .protocol import UNSET
 from .protocol import types as t
-from .providers.base import Message
 
 FORMAT_VERSION = 1
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from .conversation import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage
 from .protocol import UNSET, UnsetType
 from .protocol import types as t
-from .providers.base import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage
 from .records import (
     AddMessage,
     Header,

@@ -21,8 +21,9 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from .conversation import Message
+from .protocol import UNSET
 from .protocol import types as t
-from .providers.base import Message
 from .records import (
     AddMessage,
     Prompt,
@@ -158,6 +159,23 @@ class Session:
             else:
                 log.append(Update(update=update))
         await self.emit_fn(self.id, update)
+
+    async def say(self, text: str) -> None:
+        """An agent message of its own (a command's answer, a fallback for a notice)."""
+        await self.emit(
+            t.AgentMessageChunk(
+                content=t.TextContent(text=text + "\n"), message_id=self.new_message_id()
+            )
+        )
+
+    def usage_update(self, context_window: int) -> t.UsageUpdate:
+        """The ``usage_update`` of the session's totals now."""
+        amount = self.usage.cost
+        return t.UsageUpdate(
+            used=self.usage.context_tokens,
+            size=context_window,
+            cost=UNSET if amount is None else t.Cost(amount=round(amount, 6), currency="USD"),
+        )
 
     async def replay(self, updates: list[t.SessionUpdate]) -> None:
         """Send updates that are already in the log (``session/load``): not recorded."""

@@ -5,7 +5,7 @@ message ids) whose ``parent`` is the spawning session. It runs one turn on the s
 turn engine, model and mode as its parent, in a task of its own, and its final answer
 becomes the tool's result. Any other end (a provider error, a limit, a refusal, a
 cancel) is a failed tool call the parent model reads. Several ``spawn_agent`` calls in
-one model response run side by side (``concurrent``, see ``TurnEngine._run_tools``).
+one model response run side by side (``concurrent``, see ``toolcall.run_tools``).
 
 How much the client sees depends on ``clientCapabilities.subagents``:
 
@@ -32,21 +32,20 @@ import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
 import msgspec
+from msgspec import Meta
 
 from . import log
 from .client import Client
+from .conversation import AssistantMessage, TextPart, UserMessage
 from .errors import InvalidParams, ProviderAuthError, ProviderError, ToolError
 from .protocol import UNSET, UnsetType
 from .protocol import types as t
-from .providers.base import AssistantMessage, TextPart, ToolSpec, UserMessage
 from .session import Session, new_session_id
-
-if TYPE_CHECKING:
-    from .tools.base import Access, ToolContext, ToolKind, ToolOutput
-    from .turn import TurnEngine
+from .tools.base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
+from .turn import TurnContext, run_turn
 
 #: How deep subagents nest: a child may spawn, a grandchild may not.
 MAX_DEPTH = 2
@@ -102,7 +101,8 @@ class Subagents:
     restricted-session rule for every other call that names one."""
 
     client: Client
-    engine: Callable[[], TurnEngine]
+    context_for: Callable[[Session, Client], TurnContext]
+    """Builds a turn's world for a session as seen through a client (``Runtime.turn_context``)."""
     sessions: Mapping[str, Session]
     """The client's own sessions (where a spawning parent usually lives)."""
     _live: dict[str, _Child] = field(default_factory=dict)
@@ -163,11 +163,11 @@ class Subagents:
         session.parent, session.mcp = parent, parent.mcp
         child = _Child(session, parent, title, description, exposed)
         view = _ChildClient(self.client, ctx.client, child, ctx.tool_call_id)
-        engine = self.engine().with_client(view)
+        turn_ctx = self.context_for(session, view)
         self._live[session.id] = child
         if exposed:
             self._exposed.add(session.id)
-        task = asyncio.create_task(self._run(child, engine, prompt))
+        task = asyncio.create_task(self._run(child, turn_ctx, prompt))
         try:
             try:
                 await asyncio.wait({task})
@@ -186,7 +186,7 @@ class Subagents:
         partial = f"\nIts partial answer:\n{outcome.answer}" if outcome.answer else ""
         raise ToolError(f"The subagent {title!r} did not finish: {why}.{partial}")
 
-    async def _run(self, child: _Child, engine: TurnEngine, prompt: str) -> _Outcome:
+    async def _run(self, child: _Child, ctx: TurnContext, prompt: str) -> _Outcome:
         """The child's turn, in its own task: a cancel here ends the child only."""
         session = child.session
         turn = session.begin_turn()
@@ -205,7 +205,7 @@ class Subagents:
                 if child.exposed:
                     await _message(child.parent, session, prompt)
                 with log.bound(session_id=session.id, parent_id=child.parent.id):
-                    stop, usage = await engine.run(session, UserMessage([TextPart(prompt)]))
+                    stop, usage = await run_turn(ctx, UserMessage([TextPart(prompt)]))
                 outcome = _Outcome(stop, usage, _answer(session))
                 if stop == "end_turn" and not outcome.answer:
                     outcome.answer = "(The subagent finished without an answer.)"
@@ -231,53 +231,39 @@ class Subagents:
             session.end_turn(turn)
 
 
-class SpawnAgent:
+class SpawnAgentArgs(Arguments):
+    title: Annotated[str, Meta(min_length=1, description="A short title for the subagent.")]
+    description: Annotated[
+        str, Meta(min_length=1, description="One sentence: the subagent's role or purpose.")
+    ]
+    prompt: Annotated[str, Meta(min_length=1, description="The subagent's instructions.")]
+
+
+class SpawnAgent(BuiltinTool[SpawnAgentArgs]):
     """The ``spawn_agent`` tool (no permission needed: the child's own calls ask)."""
 
+    name = "spawn_agent"
     kind: ToolKind = "other"
+    arguments = SpawnAgentArgs
     concurrent = True
-    spec = ToolSpec(
-        name="spawn_agent",
-        description=(
-            "Delegate a self-contained task to a subagent: a fresh agent with the same tools "
-            "and none of this conversation. It works on its own and returns its final answer "
-            "as this tool's result. Write a complete prompt (goal, context, what to report). "
-            "Several spawn_agent calls in one response run in parallel."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "title": {"type": "string", "description": "A short title for the subagent."},
-                "description": {
-                    "type": "string",
-                    "description": "One sentence: the subagent's role or purpose.",
-                },
-                "prompt": {"type": "string", "description": "The subagent's instructions."},
-            },
-            "required": ["title", "description", "prompt"],
-            "additionalProperties": False,
-        },
+    description = (
+        "Delegate a self-contained task to a subagent: a fresh agent with the same tools "
+        "and none of this conversation. It works on its own and returns its final answer "
+        "as this tool's result. Write a complete prompt (goal, context, what to report). "
+        "Several spawn_agent calls in one response run in parallel."
     )
 
     def __init__(self, subagents: Subagents) -> None:
         self._subagents = subagents
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        return f"Subagent: {_arg(args, 'title')}"
+    def describe(self, args: SpawnAgentArgs, ctx: ToolContext) -> CallInfo:
+        return CallInfo(f"Subagent: {args.title.strip()}")
 
-    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[t.ToolCallLocation]:
-        return []
-
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        return "none", []
-
-    def permission_key(self, args: Mapping[str, Any]) -> str:
-        return self.spec.name
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        from .tools.base import ToolOutput
-
-        title, description, prompt = (_arg(args, k) for k in ("title", "description", "prompt"))
+    async def run(self, args: SpawnAgentArgs, ctx: ToolContext) -> ToolOutput:
+        title, description, prompt = (
+            _required(v, k) for k, v in
+            (("title", args.title), ("description", args.description), ("prompt", args.prompt))
+        )  # fmt: skip
         answer = await self._subagents.spawn(ctx, title, description, prompt)
         return ToolOutput(text=answer, raw_output={"answer": answer})
 
@@ -401,8 +387,7 @@ def _answer(session: Session) -> str:
     return ""
 
 
-def _arg(args: Mapping[str, Any], name: str) -> str:
-    value = args.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise ToolError(f"argument {name!r} must be a non-empty string")
+def _required(value: str, name: str) -> str:
+    if not value.strip():
+        raise ToolError(f"argument {name!r} must not be blank")
     return value.strip()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from acp_agent.compaction import compacted_history, split_point, summary_request
-from acp_agent.providers.base import (
+from acp_agent.conversation import (
     AssistantMessage,
     TextPart,
     ToolCallPart,

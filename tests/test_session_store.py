@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 from acp_agent import log
-from acp_agent.protocol import UNSET
-from acp_agent.protocol import types as t
-from acp_agent.providers.base import (
+from acp_agent.conversation import (
     AssistantMessage,
     TextPart,
     ThinkingPart,
@@ -21,6 +19,8 @@ from acp_agent.providers.base import (
     ToolResultMessage,
     UserMessage,
 )
+from acp_agent.protocol import UNSET
+from acp_agent.protocol import types as t
 from acp_agent.records import (
     AddMessage,
     Header,

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import UNSET
 
+from ..conversation import ImagePart
 from ..errors import ToolError
 from ..protocol import types as t
-from ..providers.base import ImagePart
 from ..tools.base import ToolOutput
 
 if TYPE_CHECKING:

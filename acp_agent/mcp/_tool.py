@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import types as t
-from ..providers.base import ToolSpec
-from ..tools.base import Access, ToolContext, ToolKind, ToolOutput
+from ..conversation import ToolSpec
+from ..tools.base import Access, CallInfo, ToolContext, ToolKind, ToolOutput
 from ._convert import tool_output
 
 if TYPE_CHECKING:
@@ -82,19 +81,16 @@ class McpTool:
         self._access: Access
         self.kind, self._access = classify(tool.annotations)
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        return f"{self.display} ({self.server.name} MCP)"
+    concurrent = False
 
-    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[t.ToolCallLocation]:
-        return []
+    def parse(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments as given: the server validates them against its own schema."""
+        return dict(raw)
 
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        return self._access, []
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallInfo:
+        return CallInfo(f"{self.display} ({self.server.name} MCP)", self._access)
 
-    def permission_key(self, args: Mapping[str, Any]) -> str:
-        return self.spec.name
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         result = await self.server.call_tool(self.tool_name, args)
         return tool_output(result)
 

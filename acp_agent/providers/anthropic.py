@@ -1,289 +1,47 @@
-"""Anthropic Messages streaming (raw SSE events) through the official ``anthropic`` SDK.
-
-The SDK is imported on first :meth:`AnthropicProvider.stream`, never at module import (it
-costs seconds). It never retries (``max_retries=0``): the turn engine does. Thinking blocks
-stream as :class:`ThinkingDelta` and close with :class:`ThinkingSignature`, so the turn engine
-can keep each block with its signature; only signed blocks are sent back in history.
-"""
+"""Anthropic's Messages API (``--model anthropic:<model>``)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
-from ._wire import AEvent, EventStream, anthropic_event
-from .base import (
-    AssistantMessage,
-    Finished,
-    FinishReason,
-    ImagePart,
-    ModelRequest,
-    RedactedThinking,
-    RedactedThinkingPart,
-    StreamEvent,
-    TextDelta,
-    TextPart,
-    ThinkingDelta,
-    ThinkingPart,
-    ThinkingSignature,
-    ToolCallPart,
-    ToolCallReady,
-    ToolCallStarted,
-    UsageReport,
-    UserMessage,
-    UserPart,
-)
-from .models import model_info
-from .openai import map_sdk_error, parse_tool_arguments, relay
+from .registry import Endpoint, ProviderSpec
 
 if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic
-
-THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}
-_MIN_BUDGET = 1024  # the API's minimum
-_ANSWER_ROOM = 1024  # tokens kept for the answer when the budget is clamped below max_tokens
-_STOP: dict[str, FinishReason] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "pause_turn": "stop",
-    "tool_use": "tool_calls",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "refusal": "refusal",
-}
+    from ..config import Config
+    from .base import ModelProvider
+    from .models import ModelInfo
 
 
-class AnthropicProvider:
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 600.0,
-        connect_timeout: float = 10.0,
-        default_headers: dict[str, str] | None = None,
-        default_max_tokens: int = 8192,
-    ) -> None:
-        self.model = model
-        self._api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
-        # A bearer token (gateways, proxies) stands in for a key when no key is set.
-        self._auth_token = None if self._api_key else os.environ.get("ANTHROPIC_AUTH_TOKEN") or None
-        self._base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        self._timeout = timeout
-        self._connect_timeout = connect_timeout
-        self._headers = default_headers
-        self._default_max_tokens = default_max_tokens
-        self._client: AsyncAnthropic | None = None
+def _build(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
+    from ._anthropic import AnthropicProvider
 
-    @property
-    def name(self) -> str:
-        return f"anthropic:{self.model}"
-
-    def _ensure_client(self) -> AsyncAnthropic:
-        if self._client is None:
-            if not self._api_key and not self._auth_token:
-                raise ProviderAuthError("No Anthropic API key: set ANTHROPIC_API_KEY")
-            import anthropic
-
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key,
-                auth_token=self._auth_token,
-                base_url=self._base_url,
-                timeout=anthropic.Timeout(self._timeout, connect=self._connect_timeout),
-                max_retries=0,
-                default_headers=self._headers,
-            )
-        return self._client
-
-    def request_params(self, request: ModelRequest) -> dict[str, Any]:
-        max_tokens = request.max_tokens or self._default_max_tokens
-        params: dict[str, Any] = {
-            "model": self.model,
-            "messages": to_anthropic_messages(request),
-            "stream": True,
-        }
-        if request.system:
-            params["system"] = request.system
-        if request.tools:
-            params["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in request.tools
-            ]
-        if request.thinking != "off":
-            budget = THINKING_BUDGET[request.thinking]
-            if request.max_tokens is None:  # room for thinking and an answer, within the model
-                cap = model_info("anthropic", self.model).max_output_tokens
-                max_tokens = max(max_tokens, min(budget + max_tokens, cap))
-            budget = min(budget, max_tokens - _ANSWER_ROOM)
-            if budget < _MIN_BUDGET:
-                budget, max_tokens = _MIN_BUDGET, max(max_tokens, _MIN_BUDGET + _ANSWER_ROOM)
-            params["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        params["max_tokens"] = max_tokens
-        return params
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        async def open_stream() -> EventStream[AEvent]:
-            client = self._ensure_client()
-            raw = client.messages.with_streaming_response.create(**self.request_params(request))
-            return await EventStream(raw, AEvent, anthropic_event).open()
-
-        return relay(open_stream, _EventAssembler(), _map_error)
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+    custom_key = config.provider_settings("anthropic").api_key_env
+    # A bearer token (gateways, proxies) stands in for a key when no key is set.
+    token = None if endpoint.api_key or custom_key else os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    return AnthropicProvider(
+        model,
+        api_key=endpoint.api_key,
+        auth_token=token or None,
+        base_url=endpoint.base_url,
+        timeout=endpoint.timeout,
+        connect_timeout=endpoint.connect_timeout,
+        default_headers=endpoint.headers or None,
+    )
 
 
-def _map_error(exc: Exception, started: bool) -> ProviderError:
-    return map_sdk_error(exc, "Anthropic", started=started)
+def _info(model: str) -> ModelInfo:
+    from .models import model_info
+
+    return model_info("anthropic", model)
 
 
-# --------------------------------------------------------------------------- stream assembly
-
-
-@dataclass
-class _Block:
-    kind: str
-    signature: str = ""
-    call_id: str = ""
-    name: str = ""
-    initial_input: Any = None
-    json: list[str] = field(default_factory=list)
-
-
-class _EventAssembler:
-    """Turns raw Messages stream events into :data:`StreamEvent` values."""
-
-    def __init__(self) -> None:
-        self.started = False
-        self.blocks: dict[int, _Block] = {}
-        self.stop_reason: str | None = None
-        self.usage: dict[str, int] = {}
-
-    def feed(self, event: Any) -> list[StreamEvent]:  # Any: compatible proxies vary
-        out: list[StreamEvent] = []
-        kind = event.type
-        if kind == "message_start":
-            self._usage(event.message.usage)
-        elif kind == "content_block_start":
-            block = event.content_block
-            b = self.blocks[event.index] = _Block(block.type)
-            if block.type == "text" and block.text:
-                out.append(TextDelta(block.text))
-            elif block.type == "thinking" and block.thinking:
-                out.append(ThinkingDelta(block.thinking))
-            elif block.type == "redacted_thinking":
-                out.append(RedactedThinking(block.data))
-            elif block.type == "tool_use":
-                b.call_id, b.name, b.initial_input = block.id, block.name, block.input
-                out.append(ToolCallStarted(block.id, block.name))
-        elif kind == "content_block_delta":
-            b = self.blocks.get(event.index) or _Block("unknown")
-            delta = event.delta
-            if delta.type == "text_delta" and delta.text:
-                out.append(TextDelta(delta.text))
-            elif delta.type == "thinking_delta" and delta.thinking:
-                out.append(ThinkingDelta(delta.thinking))
-            elif delta.type == "signature_delta":
-                b.signature += delta.signature
-            elif delta.type == "input_json_delta":
-                b.json.append(delta.partial_json)
-        elif kind == "content_block_stop":
-            b = self.blocks.pop(event.index, _Block("unknown"))
-            if b.kind == "thinking" and b.signature:
-                out.append(ThinkingSignature(b.signature))
-            elif b.kind == "tool_use":
-                text = "".join(b.json)
-                arguments, error = parse_tool_arguments(text)
-                if not text and isinstance(b.initial_input, dict):
-                    arguments = b.initial_input  # a proxy sent the whole input up front
-                out.append(ToolCallReady(b.call_id, b.name, arguments, error))
-        elif kind == "message_delta":
-            self.stop_reason = event.delta.stop_reason or self.stop_reason
-            self._usage(event.usage)
-        self.started = self.started or bool(out)
-        return out
-
-    def _usage(self, usage: Any) -> None:
-        for name in ("input_tokens", "output_tokens", "cache_read_input_tokens",
-                     "cache_creation_input_tokens"):  # fmt: skip
-            value = getattr(usage, name, None)
-            if isinstance(value, int):
-                self.usage[name] = value
-
-    def finish(self) -> list[StreamEvent]:
-        if self.stop_reason is None:
-            raise ProviderStreamError("Anthropic stream ended without a stop reason")
-        read = self.usage.get("cache_read_input_tokens", 0)
-        write = self.usage.get("cache_creation_input_tokens", 0)
-        usage = UsageReport(
-            input_tokens=self.usage.get("input_tokens", 0) + read + write,
-            output_tokens=self.usage.get("output_tokens", 0),
-            cached_read_tokens=read,
-            cached_write_tokens=write,
-        )
-        return [usage, Finished(_STOP.get(self.stop_reason, "stop"))]
-
-
-# --------------------------------------------------------------------------- history
-
-
-def to_anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """History as Messages API turns; consecutive tool results merge into one user turn."""
-    out: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] | None = None  # the open user turn of tool results
-    for message in request.messages:
-        if isinstance(message, UserMessage):
-            results = None
-            out.append({"role": "user", "content": _content(message.parts)})
-        elif isinstance(message, AssistantMessage):
-            results = None
-            content = _assistant_content(message)
-            if content:  # the API rejects an empty assistant turn
-                out.append({"role": "assistant", "content": content})
-        else:
-            if results is None:
-                results = []
-                out.append({"role": "user", "content": results})
-            block: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": message.call_id,
-                "is_error": message.is_error,
-            }
-            if inner := _content(message.parts):
-                block["content"] = inner
-            results.append(block)
-    return out
-
-
-def _content(parts: list[UserPart]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for p in parts:
-        if isinstance(p, TextPart):
-            if p.text:  # the API rejects empty text blocks
-                out.append({"type": "text", "text": p.text})
-        elif isinstance(p, ImagePart):
-            source = {"type": "base64", "media_type": p.mime_type, "data": p.data}
-            out.append({"type": "image", "source": source})
-    return out
-
-
-def _assistant_content(message: AssistantMessage) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for p in message.parts:
-        if isinstance(p, ThinkingPart):
-            if p.signature:  # unsigned thinking (other vendors, broken streams) is dropped
-                out.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
-        elif isinstance(p, RedactedThinkingPart):
-            out.append({"type": "redacted_thinking", "data": p.data})
-        elif isinstance(p, TextPart):
-            if p.text:
-                out.append({"type": "text", "text": p.text})
-        elif isinstance(p, ToolCallPart):
-            out.append({"type": "tool_use", "id": p.call_id, "name": p.name, "input": p.arguments})
-    return out
+SPEC = ProviderSpec(
+    name="anthropic",
+    title="Anthropic",
+    build=_build,
+    model_info=_info,
+    key_envs=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+    base_url_env="ANTHROPIC_BASE_URL",
+    warm=("anthropic", "acp_agent.providers._anthropic"),
+)

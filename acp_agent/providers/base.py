@@ -6,9 +6,6 @@ values. Vendor bookkeeping (argument fragments keyed by index, content-block ind
 SSE framing) stays inside each provider: the turn engine only ever sees complete tool
 calls (:class:`ToolCallReady`).
 
-History types are msgspec Structs with a ``kind`` tag so the session store can persist
-them as they are.
-
 Errors: a provider raises :class:`acp_agent.errors.ProviderError` subclasses (never a
 vendor exception). ``asyncio.CancelledError`` always propagates untouched.
 """
@@ -20,67 +17,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 import msgspec
 
-# --------------------------------------------------------------------------- history
-
-
-class TextPart(msgspec.Struct, tag_field="kind", tag="text", frozen=True):
-    text: str
-
-
-class ImagePart(msgspec.Struct, tag_field="kind", tag="image", frozen=True):
-    data: str  # base64
-    mime_type: str
-
-
-class ThinkingPart(msgspec.Struct, tag_field="kind", tag="thinking", frozen=True):
-    """Model reasoning. ``signature`` is the vendor's opaque proof (Anthropic) that must be
-    sent back unchanged with the block; ``None`` when the vendor has none."""
-
-    text: str
-    signature: str | None = None
-
-
-class RedactedThinkingPart(msgspec.Struct, tag_field="kind", tag="redacted_thinking", frozen=True):
-    data: str
-
-
-class ToolCallPart(msgspec.Struct, tag_field="kind", tag="tool_call", frozen=True):
-    call_id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-UserPart: TypeAlias = TextPart | ImagePart
-AssistantPart: TypeAlias = TextPart | ThinkingPart | RedactedThinkingPart | ToolCallPart
-
-
-class UserMessage(msgspec.Struct, tag_field="role", tag="user", frozen=True):
-    parts: list[UserPart]
-
-
-class AssistantMessage(msgspec.Struct, tag_field="role", tag="assistant", frozen=True):
-    parts: list[AssistantPart]
-
-
-class ToolResultMessage(msgspec.Struct, tag_field="role", tag="tool", frozen=True):
-    """The result of one tool call, fed back to the model."""
-
-    call_id: str
-    name: str
-    parts: list[UserPart]
-    is_error: bool = False
-
-
-Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
-
-
-class ToolSpec(msgspec.Struct, frozen=True):
-    """A tool offered to the model: ``parameters`` is a JSON Schema object."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
-
+from ..conversation import Message, ToolSpec
 
 ThinkingLevel: TypeAlias = Literal["off", "low", "medium", "high"]
 
@@ -174,6 +111,11 @@ class ModelProvider(Protocol):
     @property
     def name(self) -> str:
         """``"<provider>:<model>"``, e.g. ``"openai:gpt-4.1"``."""
+        ...
+
+    @property
+    def endpoint(self) -> str:
+        """Where requests go (a base URL), for error messages."""
         ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...

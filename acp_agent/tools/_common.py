@@ -1,5 +1,5 @@
-"""Helpers shared by the built-in tools: argument checking, the editor-or-disk file
-routes, bounded text, and glob patterns."""
+"""Helpers shared by the built-in tools: argument types, the editor-or-disk file routes,
+bounded text, and glob patterns."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import asyncio
 import functools
 import os
 import re
-from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, TypeAlias
+
+from msgspec import Meta
 
 from ..errors import RemoteError, ToolError
 from ..protocol import types as t
-from ..providers.base import ToolSpec
-from .base import ToolContext, ToolKind
+from .base import ToolContext
 
 #: Directories the walking tools (glob, grep) never descend into.
 SKIP_DIRS = frozenset({".git", "node_modules", ".venv", ".hg", ".svn", "__pycache__"})
@@ -24,64 +24,10 @@ SNIFF_BYTES = 8192
 
 # ------------------------------------------------------------------------ arguments
 
-
-def req_str(args: Mapping[str, Any], name: str, *, allow_empty: bool = False) -> str:
-    value = args.get(name)
-    if value is None:
-        raise ToolError(f"missing required argument {name!r}")
-    if not isinstance(value, str):
-        raise ToolError(f"argument {name!r} must be a string")
-    if not value and not allow_empty:
-        raise ToolError(f"argument {name!r} must not be empty")
-    return value
-
-
-def opt_str(args: Mapping[str, Any], name: str) -> str | None:
-    value = args.get(name)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise ToolError(f"argument {name!r} must be a string")
-    return value
-
-
-def opt_int(args: Mapping[str, Any], name: str, *, minimum: int = 0) -> int | None:
-    value = args.get(name)
-    if value is None:
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ToolError(f"argument {name!r} must be an integer")
-    if value < minimum:
-        raise ToolError(f"argument {name!r} must be >= {minimum}")
-    return value
-
-
-def opt_bool(args: Mapping[str, Any], name: str) -> bool:
-    value = args.get(name)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise ToolError(f"argument {name!r} must be a boolean")
-    return value
-
-
-def prop(type_: str, description: str, **extra: Any) -> dict[str, Any]:
-    """One JSON Schema property."""
-    return {"type": type_, "description": description, **extra}
-
-
-PATH_PROP = prop("string", "File path, absolute or relative to the workspace.")
-
-
-def resolve_arg(args: Mapping[str, Any], name: str, ctx: ToolContext) -> str:
-    return ctx.resolve(req_str(args, name))
-
-
-def resolve_opt_dir(args: Mapping[str, Any], name: str, ctx: ToolContext) -> str:
-    """An optional directory argument, defaulting to the session cwd."""
-    return ctx.resolve(opt_str(args, name) or ctx.cwd)
+#: A path argument: absolute, or relative to the session's directory.
+PathArg: TypeAlias = Annotated[
+    str, Meta(min_length=1, description="File path, absolute or relative to the workspace.")
+]
 
 
 # ------------------------------------------------------------------------ output
@@ -257,19 +203,3 @@ def split_glob(base: str, pattern: str) -> tuple[str, str]:
         i += 1
     literal = [s for s in segments[:i] if s]
     return os.path.normpath(os.path.join(base, *literal)), "/".join(segments[i:])
-
-
-# ------------------------------------------------------------------------ base class
-
-
-class BaseTool:
-    """Defaults for the built-in tools; subclasses set ``spec`` and ``kind``."""
-
-    spec: ToolSpec
-    kind: ToolKind
-
-    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[t.ToolCallLocation]:
-        return []
-
-    def permission_key(self, args: Mapping[str, Any]) -> str:
-        return self.spec.name

@@ -1,20 +1,31 @@
-"""The tool seam: what a built-in (or MCP) tool looks like to the turn engine.
+"""The tool seam: what a tool (built-in or MCP) looks like to the turn engine.
 
-A tool knows nothing of providers. It reaches the editor only through the
-:class:`~acp_agent.client.Client` in its :class:`ToolContext`, and reports its result as
-a :class:`ToolOutput`: ACP content for the user, text (and images) for the model.
+A call goes ``parse`` (the model's JSON object -> typed arguments, or a
+:class:`~acp_agent.errors.ToolError` the model reads) -> ``describe`` (title, locations,
+the access it needs and the scope an "always" answer would cover: everything the user
+and the permission policy see before it runs) -> ``run``. A tool knows nothing of
+providers; it reaches the editor only through the :class:`~acp_agent.client.Client` in
+its :class:`ToolContext` and reports a :class:`ToolOutput`: ACP content for the user,
+text (and images) for the model.
+
+Built-in tools derive from :class:`BuiltinTool`, which turns one msgspec ``Struct`` of
+arguments into both the validation and the JSON Schema the model sees.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar
+
+import msgspec
 
 from ..client import Client
+from ..conversation import ImagePart, ToolSpec
+from ..errors import ToolError
 from ..protocol import types as t
-from ..providers.base import ImagePart, ToolSpec
 
 ToolKind: TypeAlias = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
@@ -54,6 +65,19 @@ class ToolContext:
         return abs_path if rel.startswith("..") else rel
 
 
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    """What one call will do, known before it runs."""
+
+    title: str
+    access: Access = "none"
+    paths: tuple[str, ...] = ()
+    """The absolute paths it touches (judged against the session's roots)."""
+    locations: tuple[t.ToolCallLocation, ...] = ()
+    scope: str | None = None
+    """What an "always" answer remembers for this call; ``None``: the tool's name."""
+
+
 @dataclass(slots=True)
 class ToolOutput:
     text: str
@@ -67,24 +91,25 @@ class ToolOutput:
 
 class Tool(Protocol):
     @property
-    def spec(self) -> ToolSpec: ...
+    def spec(self) -> ToolSpec:
+        """Name, description and JSON Schema, as offered to the model."""
+        ...
 
     @property
     def kind(self) -> ToolKind: ...
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str: ...
-
-    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[t.ToolCallLocation]: ...
-
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        """The kind of access and the absolute paths it touches (for the permission policy)."""
+    @property
+    def concurrent(self) -> bool:
+        """Several calls in one response may run side by side (subagents)."""
         ...
 
-    def permission_key(self, args: Mapping[str, Any]) -> str:
-        """Scope of an "always" decision, e.g. the tool name or ``run_command:git``."""
+    def parse(self, raw: Mapping[str, Any]) -> Any:
+        """Typed arguments from the model's object; raises :class:`ToolError`."""
         ...
 
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput: ...
+    def describe(self, args: Any, ctx: ToolContext) -> CallInfo: ...
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolOutput: ...
 
 
 class Toolset:
@@ -94,6 +119,9 @@ class Toolset:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def names(self) -> list[str]:
+        return list(self._tools)
+
     def tools(self) -> list[Tool]:
         return list(self._tools.values())
 
@@ -102,3 +130,77 @@ class Toolset:
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
+
+
+# ---------------------------------------------------------------------- built-in tools
+
+
+class Arguments(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Base of a tool's arguments: its fields (with ``Annotated`` constraints and
+    descriptions) are the JSON Schema; unknown fields are an error the model reads."""
+
+
+A = TypeVar("A", bound=Arguments)
+
+
+class BuiltinTool(Generic[A]):
+    """A tool described by class attributes: ``name``, ``description``, ``kind``,
+    ``arguments`` (its :class:`Arguments` type) and ``concurrent``."""
+
+    name: str
+    description: str
+    kind: ToolKind
+    arguments: type[A]
+    concurrent: bool = False
+
+    @functools.cached_property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, json_schema(self.arguments))
+
+    def parse(self, raw: Mapping[str, Any]) -> A:
+        # A null stands for "not given" (models often send it for optional fields).
+        given = {k: v for k, v in raw.items() if v is not None}
+        try:
+            return msgspec.convert(given, self.arguments, strict=False)
+        except msgspec.ValidationError as exc:
+            raise ToolError(f"invalid arguments: {exc}. {self.usage()}") from None
+
+    def usage(self) -> str:
+        """One line naming the parameters, for error messages."""
+        schema = self.spec.parameters
+        required = set(schema.get("required", ()))
+        names = [n + ("" if n in required else "?") for n in schema.get("properties", {})]
+        return f"{self.name} takes: {', '.join(names) or 'no arguments'}."
+
+    def describe(self, args: A, ctx: ToolContext) -> CallInfo:
+        raise NotImplementedError
+
+    async def run(self, args: A, ctx: ToolContext) -> ToolOutput:
+        raise NotImplementedError
+
+
+@functools.cache
+def json_schema(arguments: type[Arguments]) -> dict[str, Any]:
+    """The JSON Schema object of an :class:`Arguments` type, self-contained (no ``$ref``),
+    without msgspec's titles, string enums typed: the form every vendor accepts."""
+    full = msgspec.json.schema(arguments)
+    defs = full.get("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref[len("#/$defs/") :]])
+            out = {k: inline(v) for k, v in node.items() if k != "title"}
+            enum = out.get("enum")
+            if isinstance(enum, list) and all(isinstance(e, str) for e in enum):
+                out.setdefault("type", "string")
+            return out
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    schema: dict[str, Any] = inline(full)
+    schema.pop("$defs", None)
+    schema.setdefault("properties", {})
+    return schema

@@ -4,13 +4,13 @@ watches live output), else in a local subprocess in its own process group."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
+
+from msgspec import Meta
 
 from ..protocol import types as t
-from ..providers.base import ToolSpec
-from ._common import BaseTool, opt_int, prop, req_str, resolve_opt_dir, short, text_content
-from .base import Access, ToolContext, ToolKind, ToolOutput
+from ._common import short, text_content
+from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 from .shell import CommandResult, run_local
 from .terminal import run_terminal
 
@@ -37,55 +37,37 @@ def _status(r: CommandResult, timeout: float) -> str:
     return f"Exit code: {r.exit_code if r.exit_code is not None else 'unknown'}"
 
 
-class RunCommand(BaseTool):
+class RunCommandArgs(Arguments):
+    command: Annotated[str, Meta(min_length=1, description="The shell command line.")]
+    cwd: Annotated[str, Meta(description="Working directory (default: the workspace).")] = ""
+    timeout_ms: Annotated[
+        int,
+        Meta(ge=1, le=MAX_TIMEOUT_MS, description=f"Timeout in ms (default {DEFAULT_TIMEOUT_MS})."),
+    ] = DEFAULT_TIMEOUT_MS
+
+
+class RunCommand(BuiltinTool[RunCommandArgs]):
+    name = "run_command"
     kind: ToolKind = "execute"
-    spec = ToolSpec(
-        name="run_command",
-        description=(
-            "Run a shell command (`sh -c`) and return its combined stdout/stderr and exit "
-            "code. Non-interactive (stdin is empty). Output is capped at 64 KiB (head and "
-            f"tail kept). Times out after {DEFAULT_TIMEOUT_MS // 1000} s unless timeout_ms "
-            "is given; background jobs still holding the output are stopped when it ends."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "The shell command line."},
-                "cwd": prop("string", "Working directory (default: the workspace)."),
-                "timeout_ms": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_MS,
-                               "description": f"Timeout in ms (default {DEFAULT_TIMEOUT_MS})."},
-            },
-            "required": ["command"],
-            "additionalProperties": False,
-        },
+    arguments = RunCommandArgs
+    description = (
+        "Run a shell command (`sh -c`) and return its combined stdout/stderr and exit "
+        "code. Non-interactive (stdin is empty). Output is capped at 64 KiB (head and "
+        f"tail kept). Times out after {DEFAULT_TIMEOUT_MS // 1000} s unless timeout_ms "
+        "is given; background jobs still holding the output are stopped when it ends."
     )
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        title = f"Run `{short(req_str(args, 'command'), 100)}`"
-        cwd = resolve_opt_dir(args, "cwd", ctx)
+    def describe(self, args: RunCommandArgs, ctx: ToolContext) -> CallInfo:
+        title = f"Run `{short(args.command, 100)}`"
+        cwd = ctx.resolve(args.cwd or ".")
         if cwd != ctx.resolve(ctx.cwd):
             title += f" in {ctx.display(cwd)}"
-        return title
+        return CallInfo(title, "execute", (cwd,), scope=permission_scope(args.command))
 
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        req_str(args, "command")
-        return "execute", [resolve_opt_dir(args, "cwd", ctx)]
-
-    def permission_key(self, args: Mapping[str, Any]) -> str:
-        """``run_command:<program>`` for a plain command; a command with shell operators
-        (``git status && rm -rf ~``) is only ever remembered as that exact command."""
-        command = str(args.get("command") or "").strip()
-        if any(ch in command for ch in _SHELL_OPERATORS):
-            return f"run_command$ {command}"
-        word = _first_word(command)
-        return f"run_command:{word}" if word else "run_command"
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        command = req_str(args, "command")
-        cwd = resolve_opt_dir(args, "cwd", ctx)
-        timeout_ms = min(opt_int(args, "timeout_ms", minimum=1) or DEFAULT_TIMEOUT_MS,
-                         MAX_TIMEOUT_MS)
-        timeout = timeout_ms / 1000
+    async def run(self, args: RunCommandArgs, ctx: ToolContext) -> ToolOutput:
+        command = args.command
+        cwd = ctx.resolve(args.cwd or ".")
+        timeout = args.timeout_ms / 1000
         if ctx.client.allows("terminal/create"):
             result = await run_terminal(ctx, command, cwd, timeout)
         else:
@@ -101,6 +83,16 @@ class RunCommand(BaseTool):
             fence = "```" + "`" * _longest_backticks(body)
             content = [text_content(f"{fence}\n{body}\n{fence}\n{status}")]
         return ToolOutput(text=f"{body}\n\n{status}", content=content, raw_output=raw)
+
+
+def permission_scope(command: str) -> str:
+    """``run_command:<program>`` for a plain command; a command with shell operators
+    (``git status && rm -rf ~``) is only ever remembered as that exact command."""
+    command = command.strip()
+    if any(ch in command for ch in _SHELL_OPERATORS):
+        return f"run_command$ {command}"
+    word = _first_word(command)
+    return f"run_command:{word}" if word else "run_command"
 
 
 def _longest_backticks(text: str) -> int:

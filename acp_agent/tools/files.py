@@ -5,27 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Annotated
 
-from msgspec import UNSET
+from msgspec import UNSET, Meta, UnsetType
 
 from ..errors import RemoteError, ToolError
 from ..protocol import types as t
-from ..providers.base import ToolSpec
-from ._common import (
-    PATH_PROP,
-    BaseTool,
-    is_binary,
-    opt_bool,
-    opt_int,
-    prop,
-    read_text,
-    req_str,
-    resolve_arg,
-    write_text,
-)
-from .base import Access, ToolContext, ToolKind, ToolOutput
+from ._common import PathArg, is_binary, read_text, write_text
+from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 
 #: Upper bound of read_file's output (characters, ~bytes for code).
 MAX_READ_CHARS = 256 * 1024
@@ -98,45 +86,34 @@ def _split_lines(text: str) -> list[str]:
     return lines
 
 
-class ReadFile(BaseTool):
+class ReadFileArgs(Arguments):
+    path: PathArg
+    offset: Annotated[int, Meta(ge=1, description="1-based first line.")] = 1
+    limit: Annotated[int, Meta(ge=1, description="Maximum number of lines.")] | UnsetType = UNSET
+
+
+class ReadFile(BuiltinTool[ReadFileArgs]):
+    name = "read_file"
     kind: ToolKind = "read"
-    spec = ToolSpec(
-        name="read_file",
-        description=(
-            "Read a text file. Returns numbered lines (`   N<TAB>text`). Use offset (1-based "
-            "first line) and limit (max lines) for large files; output is capped at 256 KiB."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": PATH_PROP,
-                "offset": prop("integer", "1-based first line.", minimum=1),
-                "limit": prop("integer", "Maximum number of lines.", minimum=1),
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        },
+    arguments = ReadFileArgs
+    description = (
+        "Read a text file. Returns numbered lines (`   N<TAB>text`). Use offset (1-based "
+        "first line) and limit (max lines) for large files; output is capped at 256 KiB."
     )
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        title = f"Read {ctx.display(req_str(args, 'path'))}"
-        offset, limit = opt_int(args, "offset", minimum=1), opt_int(args, "limit", minimum=1)
-        if offset or limit:
-            first = offset or 1
+    def describe(self, args: ReadFileArgs, ctx: ToolContext) -> CallInfo:
+        path = ctx.resolve(args.path)
+        title = f"Read {ctx.display(path)}"
+        limit = None if isinstance(args.limit, UnsetType) else args.limit
+        if args.offset > 1 or limit:
+            first = args.offset
             title += f" (lines {first}-{first + limit - 1})" if limit else f" (from line {first})"
-        return title
+        return CallInfo(title, "read", (path,), (t.ToolCallLocation(path=path, line=args.offset),))
 
-    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[t.ToolCallLocation]:
-        return [t.ToolCallLocation(path=resolve_arg(args, "path", ctx),
-                                   line=opt_int(args, "offset", minimum=1) or 1)]
-
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        return "read", [resolve_arg(args, "path", ctx)]
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        path = resolve_arg(args, "path", ctx)
-        offset = opt_int(args, "offset", minimum=1) or 1
-        limit = opt_int(args, "limit", minimum=1)
+    async def run(self, args: ReadFileArgs, ctx: ToolContext) -> ToolOutput:
+        path = ctx.resolve(args.path)
+        offset = args.offset
+        limit = None if isinstance(args.limit, UnsetType) else args.limit
         if ctx.client.allows("fs/read_text_file"):
             try:
                 response = await ctx.client.call(
@@ -162,37 +139,28 @@ class ReadFile(BaseTool):
         )
 
 
-class WriteFile(BaseTool):
+class WriteFileArgs(Arguments):
+    path: PathArg
+    content: Annotated[str, Meta(description="The complete new content.")]
+
+
+class WriteFile(BuiltinTool[WriteFileArgs]):
+    name = "write_file"
     kind: ToolKind = "edit"
-    spec = ToolSpec(
-        name="write_file",
-        description=(
-            "Create or overwrite a text file with the given content (parent directories are "
-            "created). Prefer edit_file for changes to existing files."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": PATH_PROP,
-                "content": prop("string", "The complete new content."),
-            },
-            "required": ["path", "content"],
-            "additionalProperties": False,
-        },
+    arguments = WriteFileArgs
+    description = (
+        "Create or overwrite a text file with the given content (parent directories are "
+        "created). Prefer edit_file for changes to existing files."
     )
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        return f"Write {ctx.display(req_str(args, 'path'))}"
+    def describe(self, args: WriteFileArgs, ctx: ToolContext) -> CallInfo:
+        path = ctx.resolve(args.path)
+        return CallInfo(f"Write {ctx.display(path)}", "write", (path,),
+                        (t.ToolCallLocation(path=path),))
 
-    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[t.ToolCallLocation]:
-        return [t.ToolCallLocation(path=resolve_arg(args, "path", ctx))]
-
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        return "write", [resolve_arg(args, "path", ctx)]
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        path = resolve_arg(args, "path", ctx)
-        content = req_str(args, "content", allow_empty=True)
+    async def run(self, args: WriteFileArgs, ctx: ToolContext) -> ToolOutput:
+        path = ctx.resolve(args.path)
+        content = args.content
         old = await read_text(ctx, path, missing_ok=True)
         await write_text(ctx, path, content)
         lines = len(_split_lines(content))
@@ -205,42 +173,33 @@ class WriteFile(BaseTool):
         )
 
 
-class EditFile(BaseTool):
+class EditFileArgs(Arguments):
+    path: PathArg
+    old_string: Annotated[str, Meta(min_length=1, description="The exact text to replace.")]
+    new_string: Annotated[str, Meta(description="The replacement text.")]
+    replace_all: Annotated[
+        bool, Meta(description="Replace every occurrence (default false).")
+    ] = False
+
+
+class EditFile(BuiltinTool[EditFileArgs]):
+    name = "edit_file"
     kind: ToolKind = "edit"
-    spec = ToolSpec(
-        name="edit_file",
-        description=(
-            "Replace an exact string in a file. old_string must match the file exactly "
-            "(whitespace included) and be unique unless replace_all is true; include enough "
-            "surrounding lines to make it unique."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": PATH_PROP,
-                "old_string": prop("string", "The exact text to replace."),
-                "new_string": prop("string", "The replacement text."),
-                "replace_all": prop("boolean", "Replace every occurrence (default false)."),
-            },
-            "required": ["path", "old_string", "new_string"],
-            "additionalProperties": False,
-        },
+    arguments = EditFileArgs
+    description = (
+        "Replace an exact string in a file. old_string must match the file exactly "
+        "(whitespace included) and be unique unless replace_all is true; include enough "
+        "surrounding lines to make it unique."
     )
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        return f"Edit {ctx.display(req_str(args, 'path'))}"
+    def describe(self, args: EditFileArgs, ctx: ToolContext) -> CallInfo:
+        path = ctx.resolve(args.path)
+        return CallInfo(f"Edit {ctx.display(path)}", "write", (path,),
+                        (t.ToolCallLocation(path=path),))
 
-    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[t.ToolCallLocation]:
-        return [t.ToolCallLocation(path=resolve_arg(args, "path", ctx))]
-
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        return "write", [resolve_arg(args, "path", ctx)]
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        path = resolve_arg(args, "path", ctx)
-        old_string = req_str(args, "old_string")
-        new_string = req_str(args, "new_string", allow_empty=True)
-        replace_all = opt_bool(args, "replace_all")
+    async def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolOutput:
+        path = ctx.resolve(args.path)
+        old_string, new_string = args.old_string, args.new_string
         if old_string == new_string:
             raise ToolError("old_string and new_string are identical; nothing to change")
         content = await read_text(ctx, path)
@@ -258,19 +217,19 @@ class EditFile(BaseTool):
                 f"old_string was not found in {shown}. It must match exactly, including "
                 "whitespace and indentation; read the file again to see its current content."
             )
-        if count > 1 and not replace_all:
+        if count > 1 and not args.replace_all:
             raise ToolError(
                 f"old_string occurs {count} times in {shown}; include more surrounding context "
                 "to make it unique, or set replace_all to true."
             )
         index = content.find(old_string)
         line = content.count("\n", 0, index) + 1
-        if replace_all:
+        if args.replace_all:
             new_content = content.replace(old_string, new_string)
         else:
             new_content = content[:index] + new_string + content[index + len(old_string):]
         await write_text(ctx, path, new_content)
-        n = count if replace_all else 1
+        n = count if args.replace_all else 1
         snippet = _snippet(new_content, line, new_string.count("\n") + 1)
         return ToolOutput(
             text=(f"Edited {shown}: replaced {n} occurrence{'s' if n > 1 else ''} "

@@ -9,14 +9,14 @@ items (``- [ ] step``) become entries, and a discarded plan an empty list.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, get_args
+from typing import Annotated, get_args
+
+import msgspec
+from msgspec import Meta
 
 from ..errors import ToolError
 from ..protocol import types as t
-from ..providers.base import ToolSpec
-from ._common import BaseTool
-from .base import Access, ToolContext, ToolKind, ToolOutput
+from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 
 PRIORITIES: tuple[str, ...] = get_args(t.PlanEntryPriority)
 STATUSES: tuple[str, ...] = get_args(t.PlanEntryStatus)
@@ -27,69 +27,36 @@ _CHECKBOX = re.compile(r"^\s*[-*+]\s+\[([ xX~])\]\s+(.+?)\s*$")
 _MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 
-def parse_entries(args: Mapping[str, Any]) -> list[t.PlanEntry]:
-    raw = args.get("entries")
-    if not isinstance(raw, list):
-        raise ToolError("argument 'entries' must be a list of {content, priority, status}")
-    if len(raw) > MAX_ENTRIES:
-        raise ToolError(f"a plan has at most {MAX_ENTRIES} entries")
-    entries: list[t.PlanEntry] = []
-    for i, item in enumerate(raw, 1):
-        if not isinstance(item, Mapping):
-            raise ToolError(f"entry {i} must be an object with content, priority and status")
-        content, priority, status = item.get("content"), item.get("priority"), item.get("status")
-        if not isinstance(content, str) or not content.strip():
-            raise ToolError(f"entry {i}: 'content' must be a non-empty string")
-        if priority not in PRIORITIES:
-            raise ToolError(f"entry {i}: 'priority' must be one of {', '.join(PRIORITIES)}")
-        if status not in STATUSES:
-            raise ToolError(f"entry {i}: 'status' must be one of {', '.join(STATUSES)}")
-        unknown = set(item) - {"content", "priority", "status"}
-        if unknown:
-            raise ToolError(f"entry {i}: unknown field(s) {', '.join(sorted(unknown))}")
-        entries.append(t.PlanEntry(content=content.strip(), priority=priority, status=status))
-    return entries
+class PlanEntryArg(msgspec.Struct, forbid_unknown_fields=True):
+    content: Annotated[str, Meta(min_length=1, description="What this step does.")]
+    priority: t.PlanEntryPriority
+    status: t.PlanEntryStatus
 
 
-class UpdatePlan(BaseTool):
+class UpdatePlanArgs(Arguments):
+    entries: Annotated[list[PlanEntryArg], Meta(max_length=MAX_ENTRIES)]
+
+
+class UpdatePlan(BuiltinTool[UpdatePlanArgs]):
+    name = "update_plan"
     kind: ToolKind = "think"
-    spec = ToolSpec(
-        name="update_plan",
-        description=(
-            "Publish your plan for the task to the user. Send the COMPLETE list every time "
-            "(it replaces the previous plan); keep statuses current, with at most one entry "
-            "in_progress."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "entries": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "content": {"type": "string", "description": "What this step does."},
-                            "priority": {"type": "string", "enum": list(PRIORITIES)},
-                            "status": {"type": "string", "enum": list(STATUSES)},
-                        },
-                        "required": ["content", "priority", "status"],
-                        "additionalProperties": False,
-                    },
-                },
-            },
-            "required": ["entries"],
-            "additionalProperties": False,
-        },
+    arguments = UpdatePlanArgs
+    description = (
+        "Publish your plan for the task to the user. Send the COMPLETE list every time "
+        "(it replaces the previous plan); keep statuses current, with at most one entry "
+        "in_progress."
     )
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        return "Update plan"
+    def describe(self, args: UpdatePlanArgs, ctx: ToolContext) -> CallInfo:
+        return CallInfo("Update plan")
 
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        return "none", []
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        entries = parse_entries(args)
+    async def run(self, args: UpdatePlanArgs, ctx: ToolContext) -> ToolOutput:
+        entries = [
+            t.PlanEntry(content=e.content.strip(), priority=e.priority, status=e.status)
+            for e in args.entries
+        ]
+        if any(not e.content for e in entries):
+            raise ToolError("every plan entry needs a non-blank content")
         if supports_plan_documents(ctx):
             await ctx.emit(t.PlanUpdate(plan=t.PlanItems(plan_id=CHECKLIST_ID, entries=entries)))
         else:
@@ -127,32 +94,26 @@ def checklist_of(markdown: str) -> list[t.PlanEntry]:
     ][:MAX_ENTRIES]
 
 
-class WritePlan(BaseTool):
+class WritePlanArgs(Arguments):
+    content: Annotated[str, Meta(min_length=1, description="The plan, in Markdown.")]
+
+
+class WritePlan(BuiltinTool[WritePlanArgs]):
+    name = "write_plan"
     kind: ToolKind = "think"
-    spec = ToolSpec(
-        name="write_plan",
-        description=(
-            "Write or revise the plan document for the task, in Markdown (it replaces the "
-            "previous version). Use checklist items (- [ ] step) for the steps. In plan mode, "
-            "this is how you deliver the plan."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {"content": {"type": "string", "description": "The plan, in Markdown."}},
-            "required": ["content"],
-            "additionalProperties": False,
-        },
+    arguments = WritePlanArgs
+    description = (
+        "Write or revise the plan document for the task, in Markdown (it replaces the "
+        "previous version). Use checklist items (- [ ] step) for the steps. In plan mode, "
+        "this is how you deliver the plan."
     )
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        return "Write plan"
+    def describe(self, args: WritePlanArgs, ctx: ToolContext) -> CallInfo:
+        return CallInfo("Write plan")
 
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        return "none", []
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        content = args.get("content")
-        if not isinstance(content, str) or not content.strip():
+    async def run(self, args: WritePlanArgs, ctx: ToolContext) -> ToolOutput:
+        content = args.content
+        if not content.strip():
             raise ToolError("argument 'content' must be non-empty Markdown")
         if supports_plan_documents(ctx):
             await ctx.emit(t.PlanUpdate(plan=t.PlanMarkdown(plan_id=DOCUMENT_ID, content=content)))
@@ -171,21 +132,20 @@ class WritePlan(BaseTool):
         )
 
 
-class DiscardPlan(BaseTool):
+class NoArgs(Arguments):
+    pass
+
+
+class DiscardPlan(BuiltinTool[NoArgs]):
+    name = "discard_plan"
     kind: ToolKind = "think"
-    spec = ToolSpec(
-        name="discard_plan",
-        description="Discard the plan document and checklist (they no longer apply).",
-        parameters={"type": "object", "properties": {}, "additionalProperties": False},
-    )
+    arguments = NoArgs
+    description = "Discard the plan document and checklist (they no longer apply)."
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        return "Discard plan"
+    def describe(self, args: NoArgs, ctx: ToolContext) -> CallInfo:
+        return CallInfo("Discard plan")
 
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        return "none", []
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def run(self, args: NoArgs, ctx: ToolContext) -> ToolOutput:
         if supports_plan_documents(ctx):
             for plan_id in (DOCUMENT_ID, CHECKLIST_ID):
                 await ctx.emit(t.PlanRemoved(plan_id=plan_id))

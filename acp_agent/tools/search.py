@@ -7,25 +7,15 @@ import asyncio
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any, TypeVar
+
+from msgspec import Meta
 
 from ..errors import ToolError
 from ..protocol import types as t
-from ..providers.base import ToolSpec
-from ._common import (
-    SKIP_DIRS,
-    BaseTool,
-    glob_regex,
-    is_binary,
-    opt_str,
-    prop,
-    req_str,
-    resolve_opt_dir,
-    short,
-    split_glob,
-)
-from .base import Access, ToolContext, ToolKind, ToolOutput
+from ._common import SKIP_DIRS, glob_regex, is_binary, short, split_glob
+from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 
 MAX_LIST_ENTRIES = 1000
 MAX_GLOB_RESULTS = 500
@@ -96,32 +86,25 @@ def _list(stop: threading.Event, path: str) -> tuple[list[str], int]:
     return names[:MAX_LIST_ENTRIES], len(names)
 
 
-class ListDirectory(BaseTool):
+class ListDirectoryArgs(Arguments):
+    path: Annotated[
+        str, Meta(description="Directory, absolute or relative to the workspace.")
+    ] = "."
+
+
+class ListDirectory(BuiltinTool[ListDirectoryArgs]):
+    name = "list_directory"
     kind: ToolKind = "read"
-    spec = ToolSpec(
-        name="list_directory",
-        description="List a directory's entries, sorted; directories end with `/`.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": prop("string", "Directory, absolute or relative to the workspace."),
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        },
-    )
+    arguments = ListDirectoryArgs
+    description = "List a directory's entries, sorted; directories end with `/`."
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        return f"List {ctx.display(resolve_opt_dir(args, 'path', ctx))}"
+    def describe(self, args: ListDirectoryArgs, ctx: ToolContext) -> CallInfo:
+        path = ctx.resolve(args.path or ".")
+        return CallInfo(f"List {ctx.display(path)}", "read", (path,),
+                        (t.ToolCallLocation(path=path),))
 
-    def locations(self, args: Mapping[str, Any], ctx: ToolContext) -> list[t.ToolCallLocation]:
-        return [t.ToolCallLocation(path=resolve_opt_dir(args, "path", ctx))]
-
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        return "read", [resolve_opt_dir(args, "path", ctx)]
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        path = resolve_opt_dir(args, "path", ctx)
+    async def run(self, args: ListDirectoryArgs, ctx: ToolContext) -> ToolOutput:
+        path = ctx.resolve(args.path or ".")
         names, total = await _in_thread(_list, path)
         text = "\n".join(names) if names else "(empty directory)"
         if total > len(names):
@@ -145,44 +128,36 @@ def _glob(stop: threading.Event, base: str, pattern: str) -> tuple[list[str], bo
     return sorted(found), False
 
 
-def _glob_base(args: Mapping[str, Any], ctx: ToolContext) -> tuple[str, str]:
-    return split_glob(resolve_opt_dir(args, "path", ctx), req_str(args, "pattern"))
+class GlobArgs(Arguments):
+    pattern: Annotated[str, Meta(min_length=1, description="Glob pattern, relative to path.")]
+    path: Annotated[str, Meta(description="Base directory (default: the workspace).")] = ""
 
 
-class Glob(BaseTool):
+def _glob_base(args: GlobArgs, ctx: ToolContext) -> tuple[str, str]:
+    return split_glob(ctx.resolve(args.path or "."), args.pattern)
+
+
+class Glob(BuiltinTool[GlobArgs]):
+    name = "glob"
     kind: ToolKind = "search"
-    spec = ToolSpec(
-        name="glob",
-        description=(
-            "Find files by glob pattern, e.g. `**/*.py` or `src/*.{ts,tsx}` (`**` spans "
-            "directories; `*` stays within one). Skips .git, node_modules and .venv. Returns "
-            f"sorted paths (at most {MAX_GLOB_RESULTS}); directories end with `/`."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "Glob pattern, relative to path."},
-                "path": prop("string", "Base directory (default: the workspace)."),
-            },
-            "required": ["pattern"],
-            "additionalProperties": False,
-        },
+    arguments = GlobArgs
+    description = (
+        "Find files by glob pattern, e.g. `**/*.py` or `src/*.{ts,tsx}` (`**` spans "
+        "directories; `*` stays within one). Skips .git, node_modules and .venv. Returns "
+        f"sorted paths (at most {MAX_GLOB_RESULTS}); directories end with `/`."
     )
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        title = f"Find `{short(req_str(args, 'pattern'))}`"
-        if opt_str(args, "path"):
-            title += f" in {ctx.display(resolve_opt_dir(args, 'path', ctx))}"
-        return title
+    def describe(self, args: GlobArgs, ctx: ToolContext) -> CallInfo:
+        title = f"Find `{short(args.pattern)}`"
+        if args.path:
+            title += f" in {ctx.display(ctx.resolve(args.path))}"
+        return CallInfo(title, "read", (_glob_base(args, ctx)[0],))
 
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        return "read", [_glob_base(args, ctx)[0]]
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def run(self, args: GlobArgs, ctx: ToolContext) -> ToolOutput:
         base, pattern = _glob_base(args, ctx)
         found, more = await _in_thread(_glob, base, pattern)
         shown = [ctx.display(p.rstrip("/")) + ("/" if p.endswith("/") else "") for p in found]
-        text = "\n".join(shown) if shown else f"No files match `{req_str(args, 'pattern')}`."
+        text = "\n".join(shown) if shown else f"No files match `{args.pattern}`."
         if more:
             text += f"\n[Stopped after {MAX_GLOB_RESULTS} matches; narrow the pattern.]"
         return ToolOutput(text=text, raw_output={"matches": len(found), "truncated": more})
@@ -229,49 +204,42 @@ def _grep(stop: threading.Event, base: str, regex: re.Pattern[str], glob: str | 
     return matches, files
 
 
-class Grep(BaseTool):
+class GrepArgs(Arguments):
+    pattern: Annotated[str, Meta(min_length=1, description="Python regular expression.")]
+    path: Annotated[str, Meta(description="File or directory to search.")] = ""
+    glob: Annotated[str, Meta(description="Only search files matching this glob.")] = ""
+
+
+class Grep(BuiltinTool[GrepArgs]):
+    name = "grep"
     kind: ToolKind = "search"
-    spec = ToolSpec(
-        name="grep",
-        description=(
-            "Search file contents with a Python regular expression. Output lines are "
-            f"`path:line: text` (at most {MAX_GREP_MATCHES}). `path` may be a file or a "
-            "directory (default: the workspace); `glob` filters files, e.g. `*.py` (matched "
-            "against the file name) or `src/**/*.ts` (against the path under `path`). Skips "
-            "binary files, .git, node_modules and .venv."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "Python regular expression."},
-                "path": {"type": "string", "description": "File or directory to search."},
-                "glob": {"type": "string", "description": "Only search files matching this glob."},
-            },
-            "required": ["pattern"],
-            "additionalProperties": False,
-        },
+    arguments = GrepArgs
+    description = (
+        "Search file contents with a Python regular expression. Output lines are "
+        f"`path:line: text` (at most {MAX_GREP_MATCHES}). `path` may be a file or a "
+        "directory (default: the workspace); `glob` filters files, e.g. `*.py` (matched "
+        "against the file name) or `src/**/*.ts` (against the path under `path`). Skips "
+        "binary files, .git, node_modules and .venv."
     )
 
-    def title(self, args: Mapping[str, Any], ctx: ToolContext) -> str:
-        title = f"Search `{short(req_str(args, 'pattern'))}`"
-        if opt_str(args, "path"):
-            title += f" in {ctx.display(resolve_opt_dir(args, 'path', ctx))}"
-        if glob := opt_str(args, "glob"):
-            title += f" ({glob})"
-        return title
+    def describe(self, args: GrepArgs, ctx: ToolContext) -> CallInfo:
+        title = f"Search `{short(args.pattern)}`"
+        base = ctx.resolve(args.path or ".")
+        if args.path:
+            title += f" in {ctx.display(base)}"
+        if args.glob:
+            title += f" ({args.glob})"
+        return CallInfo(title, "read", (base,))
 
-    def access(self, args: Mapping[str, Any], ctx: ToolContext) -> tuple[Access, list[str]]:
-        return "read", [resolve_opt_dir(args, "path", ctx)]
-
-    async def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+    async def run(self, args: GrepArgs, ctx: ToolContext) -> ToolOutput:
         try:
-            regex = re.compile(req_str(args, "pattern"))
+            regex = re.compile(args.pattern)
         except re.error as exc:
             raise ToolError(f"invalid regular expression: {exc}") from None
-        base = resolve_opt_dir(args, "path", ctx)
+        base = ctx.resolve(args.path or ".")
         if not os.path.exists(base):
             raise ToolError(f"path not found: {base}")
-        matches, files = await _in_thread(_grep, base, regex, opt_str(args, "glob"))
+        matches, files = await _in_thread(_grep, base, regex, args.glob or None)
         more = len(matches) > MAX_GREP_MATCHES
         matches = matches[:MAX_GREP_MATCHES]
         lines = []

@@ -14,11 +14,11 @@ import msgspec
 import pytest
 import pytest_asyncio
 
+from acp_agent.conversation import ImagePart
 from acp_agent.errors import ToolError
 from acp_agent.mcp import McpHub, PromptError
 from acp_agent.permissions import decide
 from acp_agent.protocol import types as t
-from acp_agent.providers.base import ImagePart
 
 from ..schema_check import validate_def
 from .conftest import SERVERS, LocalServer, Recorder, alive, http, stdio, tool_ctx
@@ -85,7 +85,7 @@ async def test_annotations_map_to_kind_and_permission_access(shared, tmp_path):
     hub, _, cwd = shared
     ctx = tool_ctx(cwd)
     tools = by_name(hub)
-    seen = {n: (tools[f"mcp__local__{n}"].kind, tools[f"mcp__local__{n}"].access({}, ctx)[0])
+    seen = {n: (tools[f"mcp__local__{n}"].kind, tools[f"mcp__local__{n}"].describe({}, ctx).access)
             for n in ("echo", "add", "delete_thing", "remember")}
     assert seen == {"echo": ("read", "read"), "add": ("other", "execute"),
                     "delete_thing": ("edit", "execute"), "remember": ("edit", "write")}
@@ -93,9 +93,10 @@ async def test_annotations_map_to_kind_and_permission_access(shared, tmp_path):
     assert decide("ask", "execute", True) == "ask"
     assert decide("plan", "write", True) == "deny"
     echo = tools["mcp__local__echo"]
-    assert echo.title({"text": "x"}, ctx) == "echo (local MCP)"
-    assert echo.permission_key({"text": "x"}) == "mcp__local__echo"
-    assert echo.locations({}, ctx) == []
+    info = echo.describe(echo.parse({"text": "x"}), ctx)
+    assert info.title == "echo (local MCP)"
+    assert info.scope is None and echo.spec.name == "mcp__local__echo"  # "always" = the tool
+    assert info.locations == () and info.paths == ()
 
 
 # ------------------------------------------------------------------------ calls

@@ -11,13 +11,13 @@ import sys
 import mcp.types as m
 import pytest
 
+from acp_agent.conversation import ImagePart
 from acp_agent.errors import ToolError
 from acp_agent.mcp._convert import model_view, prompt_content, tool_output
 from acp_agent.mcp._names import Namer, command_name, prompt_arguments, sanitize, tool_name
 from acp_agent.mcp._server import describe
 from acp_agent.mcp._tool import classify
 from acp_agent.protocol import types as t
-from acp_agent.providers.base import ImagePart
 
 
 class TestNames:

@@ -8,33 +8,37 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from acp_agent.conversation import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    RedactedThinkingPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
 from acp_agent.errors import (
     ProviderAuthError,
     ProviderConnectionError,
     ProviderHTTPError,
     ProviderStreamError,
 )
-from acp_agent.providers.anthropic import AnthropicProvider
+from acp_agent.config import Config
+from acp_agent.providers import make_provider
+from acp_agent.providers._anthropic import AnthropicProvider
 from acp_agent.providers.base import (
-    AssistantMessage,
     Finished,
-    ImagePart,
-    Message,
     ModelRequest,
     RedactedThinking,
-    RedactedThinkingPart,
     TextDelta,
-    TextPart,
     ThinkingDelta,
-    ThinkingPart,
     ThinkingSignature,
-    ToolCallPart,
     ToolCallReady,
     ToolCallStarted,
-    ToolResultMessage,
-    ToolSpec,
     UsageReport,
-    UserMessage,
 )
 
 from ..fakes.llm_server import (
@@ -242,9 +246,10 @@ async def test_missing_key_fails_at_first_stream_naming_the_variable() -> None:
 async def test_environment_supplies_key_and_base_url(
     server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The registry resolves the family's variables (providers never read the environment)."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "env-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-    provider = AnthropicProvider("claude-3-5-haiku-latest")
+    provider = make_provider(Config(model="anthropic:claude-3-5-haiku-latest"))
     server.enqueue(Reply([Text("ok"), Finish("stop")]))
     assert (await collect(provider.stream(ask())))[0] == TextDelta("ok")
     await provider.aclose()
@@ -379,4 +384,4 @@ async def test_history_conversion(server: FakeLLMServer, provider: AnthropicProv
 
 
 def test_importing_the_provider_does_not_import_the_sdk() -> None:
-    assert not imports_sdk("acp_agent.providers.anthropic", "anthropic")
+    assert not imports_sdk("acp_agent.providers._anthropic", "anthropic")

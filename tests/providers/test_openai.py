@@ -9,6 +9,17 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from acp_agent.conversation import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultMessage,
+    ToolSpec,
+    UserMessage,
+)
 from acp_agent.errors import (
     ProviderAuthError,
     ProviderConnectionError,
@@ -16,24 +27,18 @@ from acp_agent.errors import (
     ProviderStreamError,
 )
 from acp_agent.providers.base import (
-    AssistantMessage,
     Finished,
-    ImagePart,
-    Message,
     ModelRequest,
     TextDelta,
-    TextPart,
     ThinkingDelta,
-    ThinkingPart,
-    ToolCallPart,
     ToolCallReady,
     ToolCallStarted,
-    ToolResultMessage,
-    ToolSpec,
     UsageReport,
-    UserMessage,
 )
-from acp_agent.providers.openai import OpenAIProvider, parse_retry_after
+from acp_agent.providers._sdk import parse_retry_after
+from acp_agent.config import from_mapping
+from acp_agent.providers import make_provider
+from acp_agent.providers._openai import OpenAIProvider
 
 from ..fakes.llm_server import (
     FakeLLMServer,
@@ -284,7 +289,8 @@ async def test_base_url_without_key_sends_a_placeholder(
 ) -> None:
     """Local servers need no key: OPENAI_BASE_URL alone works, with ``max_tokens``."""
     monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
-    provider = OpenAIProvider("llama3.2", default_headers={"X-Title": "acp"})
+    config = from_mapping({"model": "openai:llama3.2", "openai": {"headers": {"X-Title": "acp"}}})
+    provider = make_provider(config)
     server.enqueue(Reply([Text("ok"), Finish("stop")]))
     await collect(provider.stream(ask(max_tokens=300, thinking="high")))
     await provider.aclose()
@@ -436,4 +442,4 @@ def test_retry_after_accepts_an_http_date() -> None:
 
 def test_importing_the_provider_does_not_import_the_sdk() -> None:
     """The SDK costs about a second; ``initialize`` must not pay for it."""
-    assert not imports_sdk("acp_agent.providers.openai", "openai")
+    assert not imports_sdk("acp_agent.providers._openai", "openai")

@@ -16,8 +16,9 @@ from acp_agent.tools.command import RunCommand
 
 from ..schema_check import validate_def
 from .fake_client import FakeClient, wire
+from .raw import Raw
 
-run = RunCommand()
+run = Raw(RunCommand())
 
 
 def _live_members(pgid: int) -> list[int]:
@@ -63,9 +64,9 @@ def test_title_access_permission_key(ws: Path, fake) -> None:
     assert run.kind == "execute"
     assert run.access({"command": "ls"}, ctx) == ("execute", [str(ws)])
     assert run.access({"command": "ls", "cwd": "src"}, ctx) == ("execute", [str(ws / "src")])
-    assert run.permission_key({"command": "git status --short"}) == "run_command:git"
-    assert run.permission_key({"command": "  'my tool' --x"}) == "run_command:my tool"
-    assert run.permission_key({"command": "echo 'unbalanced"}) == "run_command:echo"
+    assert run.scope({"command": "git status --short"}, ctx) == "run_command:git"
+    assert run.scope({"command": "  'my tool' --x"}, ctx) == "run_command:my tool"
+    assert run.scope({"command": "echo 'unbalanced"}, ctx) == "run_command:echo"
     with pytest.raises(ToolError):
         run.access({}, ctx)
 

@@ -13,8 +13,9 @@ from acp_agent.tools.files import EditFile, ReadFile, WriteFile
 
 from ..schema_check import validate_def
 from .fake_client import wire
+from .raw import Raw
 
-read, write, edit = ReadFile(), WriteFile(), EditFile()
+read, write, edit = Raw(ReadFile()), Raw(WriteFile()), Raw(EditFile())
 
 
 # ---------------------------------------------------------------------- read_file
@@ -132,9 +133,9 @@ async def test_write_new_and_existing_locally(ws: Path, fake) -> None:
     assert wire(out2.content)[0]["oldText"] == "a\nb\n"
     assert wire(out2.content)[0]["newText"] == "c\n"
     assert client.calls == []
-    assert write.title({"path": "new/dir/x.txt"}, ctx) == "Write new/dir/x.txt"
+    assert write.title({"path": "new/dir/x.txt", "content": ""}, ctx) == "Write new/dir/x.txt"
     assert write.kind == "edit"
-    assert write.access({"path": "x"}, ctx) == ("write", [str(ws / "x")])
+    assert write.access({"path": "x", "content": ""}, ctx) == ("write", [str(ws / "x")])
     with pytest.raises(ToolError, match="directory"):
         await write.run({"path": "src", "content": "x"}, ctx)
 
@@ -245,6 +246,13 @@ async def test_edit_crlf_file(ws: Path, fake) -> None:
 # ---------------------------------------------------------------------- path escapes
 
 
+ARGS: dict[str, dict[str, str]] = {
+    "read_file": {},
+    "write_file": {"content": "x"},
+    "edit_file": {"old_string": "a", "new_string": "b"},
+}
+
+
 @pytest.mark.parametrize("tool", [read, write, edit], ids=lambda x: x.spec.name)
 async def test_access_paths_and_escapes(ws: Path, fake, tmp_path: Path, tool) -> None:
     outside = tmp_path / "outside"
@@ -262,8 +270,8 @@ async def test_access_paths_and_escapes(ws: Path, fake, tmp_path: Path, tool) ->
         "src/../../ws/README.md": True,
     }
     for path, inside in cases.items():
-        _, paths = tool.access({"path": path}, ctx)
+        _, paths = tool.access({"path": path, **ARGS[tool.spec.name]}, ctx)
         assert len(paths) == 1 and os.path.isabs(paths[0])
         assert all(ctx.inside_roots(p) for p in paths) is inside, path
-    _, paths = tool.access({"path": "../outside/secret.txt"}, ctx)
+    _, paths = tool.access({"path": "../outside/secret.txt", **ARGS[tool.spec.name]}, ctx)
     assert paths == [str(outside / "secret.txt")]

@@ -14,8 +14,9 @@ from acp_agent.tools._common import glob_regex, split_glob
 from acp_agent.tools.search import Glob, Grep, ListDirectory
 
 from .fake_client import wire
+from .raw import Raw
 
-ls, glob, grep = ListDirectory(), Glob(), Grep()
+ls, glob, grep = Raw(ListDirectory()), Raw(Glob()), Raw(Grep())
 
 
 @pytest.fixture

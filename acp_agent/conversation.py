@@ -1,0 +1,71 @@
+"""The conversation's own vocabulary: messages, their parts, and the tools offered.
+
+Neutral ground that providers, tools, the turn engine, the session and the store all stand
+on (none of them depends on another to name a message). History types are msgspec Structs
+tagged by ``kind``/``role`` so the session store persists them as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import msgspec
+
+
+class TextPart(msgspec.Struct, tag_field="kind", tag="text", frozen=True):
+    text: str
+
+
+class ImagePart(msgspec.Struct, tag_field="kind", tag="image", frozen=True):
+    data: str  # base64
+    mime_type: str
+
+
+class ThinkingPart(msgspec.Struct, tag_field="kind", tag="thinking", frozen=True):
+    """Model reasoning. ``signature`` is the vendor's opaque proof (Anthropic) that must be
+    sent back unchanged with the block; ``None`` when the vendor has none."""
+
+    text: str
+    signature: str | None = None
+
+
+class RedactedThinkingPart(msgspec.Struct, tag_field="kind", tag="redacted_thinking", frozen=True):
+    data: str
+
+
+class ToolCallPart(msgspec.Struct, tag_field="kind", tag="tool_call", frozen=True):
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+UserPart: TypeAlias = TextPart | ImagePart
+AssistantPart: TypeAlias = TextPart | ThinkingPart | RedactedThinkingPart | ToolCallPart
+
+
+class UserMessage(msgspec.Struct, tag_field="role", tag="user", frozen=True):
+    parts: list[UserPart]
+
+
+class AssistantMessage(msgspec.Struct, tag_field="role", tag="assistant", frozen=True):
+    parts: list[AssistantPart]
+
+
+class ToolResultMessage(msgspec.Struct, tag_field="role", tag="tool", frozen=True):
+    """The result of one tool call, fed back to the model."""
+
+    call_id: str
+    name: str
+    parts: list[UserPart]
+    is_error: bool = False
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+
+
+class ToolSpec(msgspec.Struct, frozen=True):
+    """A tool offered to the model: ``parameters`` is a JSON Schema object."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]

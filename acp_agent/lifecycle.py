@@ -1,0 +1,335 @@
+"""Session lifecycle: ``session/new``, ``load``, ``resume``, ``fork``, ``list``, ``close``
+and ``delete``.
+
+Sessions live in ``Runtime.sessions`` while open in this process and in the store for
+good: load/resume/fork bring a stored one back (``replay.restore``), close releases it,
+delete removes it from the disk. A session whose log another process owns is opened
+read-only (replayable, not promptable) until that process lets it go (:func:`take_over`).
+After each response the client is told the session's commands, pending notices and
+usage (:func:`announce`), and MCP servers start in the background (:func:`attach`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from . import log
+from .auth import require_key
+from .errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
+from .options import config_options, modes
+from .permissions import MODE_IDS
+from .protocol import UNSET, UnsetType
+from .protocol import types as t
+
+if TYPE_CHECKING:
+    from .records import Record
+    from .replay import State
+    from .runtime import Runtime
+    from .session import Session
+
+OPTIONAL_LIST_PARAMS = cast("type[t.ListSessionsRequest | None]", t.ListSessionsRequest | None)
+"""``session/list`` takes no params at all, too (every field is optional)."""
+
+
+async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionResponse:
+    from .session import Session, new_session_id
+
+    require_key(rt.config)
+    cwd, directories = roots(p.cwd, p.additional_directories)
+    session = Session(
+        id=new_session_id(),
+        cwd=cwd,
+        emit_fn=rt.client.session_update,
+        mode=rt.config.default_mode,
+        model=rt.config.model,
+        thinking=rt.config.thinking,
+        additional_directories=directories,
+    )
+    _store_new(rt, session)
+    _opened(rt, session, p.mcp_servers)
+    return t.NewSessionResponse(
+        session_id=session.id, modes=modes(session), config_options=config_options(rt, session)
+    )
+
+
+async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
+    from .replay import draft_allowed, transcript
+
+    require_key(rt.config)
+    cwd, directories = roots(p.cwd, p.additional_directories)
+    session, records = _open(rt, p.session_id, cwd, directories, read=True)
+    caps = rt.client.capabilities
+    updates = transcript(records, lambda u: draft_allowed(u, caps), live=session.read_only)
+    _register(rt, session, p.mcp_servers)
+    await session.replay(updates)  # the whole history, then the response
+    _announce_later(rt, session)
+    return t.LoadSessionResponse(modes=modes(session), config_options=config_options(rt, session))
+
+
+async def resume_session(rt: Runtime, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
+    require_key(rt.config)
+    cwd, directories = roots(p.cwd, p.additional_directories)
+    session, _ = _open(rt, p.session_id, cwd, directories, read=False)
+    _opened(rt, session, p.mcp_servers)
+    return t.ResumeSessionResponse(
+        modes=modes(session), config_options=config_options(rt, session)
+    )
+
+
+async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionResponse:
+    from .records import Header, Roots
+    from .replay import restore
+    from .session import new_session_id
+
+    require_key(rt.config)
+    cwd, directories = roots(p.cwd, p.additional_directories)
+    source = rt.sessions.get(p.session_id)
+    if source is not None:
+        source.flush()
+    try:
+        records = rt.store.read(p.session_id)
+    except FileNotFoundError:
+        raise SessionNotFound(p.session_id) from None
+    except OSError as exc:
+        raise InternalError(f"Cannot read session {p.session_id}: {exc.strerror}") from None
+    body = [r for r in records if not isinstance(r, Header | Roots)]
+    session = _restored(rt, new_session_id(), restore(body), cwd, directories)
+    _store_new(rt, session, body, forked_from=p.session_id)
+    _opened(rt, session, p.mcp_servers)
+    return t.ForkSessionResponse(
+        session_id=session.id, modes=modes(session), config_options=config_options(rt, session)
+    )
+
+
+async def list_sessions(rt: Runtime, p: t.ListSessionsRequest | None) -> t.ListSessionsResponse:
+    p = p or t.ListSessionsRequest()
+    cwd = p.cwd if isinstance(p.cwd, str) else None
+    if cwd is not None and not os.path.isabs(cwd):
+        raise InvalidParams(f"Invalid params: `cwd` must be an absolute path, got {cwd!r}")
+    if p.archived not in (UNSET, None, "exclude", "include", "only"):
+        raise InvalidParams(f"Invalid params: unknown archive filter {p.archived!r}")
+    if p.archived == "only":  # nothing is ever archived
+        return t.ListSessionsResponse(sessions=[])
+    cursor = p.cursor if isinstance(p.cursor, str) else None
+    try:
+        metas, next_cursor = rt.store.page(cwd and os.path.normpath(cwd), cursor)
+    except ValueError:
+        raise InvalidParams("Invalid params: unknown cursor - at `$.cursor`") from None
+    return t.ListSessionsResponse(
+        sessions=[
+            t.SessionInfo(
+                session_id=m.id,
+                cwd=m.cwd,
+                additional_directories=m.additional_directories or UNSET,
+                title=m.title or UNSET,
+                updated_at=m.updated_at,
+            )
+            for m in metas
+        ],
+        next_cursor=next_cursor or UNSET,
+    )
+
+
+async def close_session(rt: Runtime, p: t.CloseSessionRequest) -> t.CloseSessionResponse:
+    await release(rt, rt.session(p.session_id))
+    return t.CloseSessionResponse()
+
+
+async def delete_session(rt: Runtime, p: t.DeleteSessionRequest) -> t.DeleteSessionResponse:
+    session = rt.sessions.get(p.session_id)
+    if session is not None:
+        await release(rt, session)
+    rt.store.delete(p.session_id)  # unknown ids are fine (idempotent)
+    return t.DeleteSessionResponse()
+
+
+async def release(rt: Runtime, session: Session) -> None:
+    """Cancel the session's turns, let them answer, then free it (and its log)."""
+    session.cancel()
+    tasks = [turn.task for turn in session.turns if turn.task is not None]
+    if tasks:
+        await asyncio.wait(tasks, timeout=5.0)
+    rt.sessions.pop(session.id, None)
+    session.close()
+    if session.mcp is not None:
+        await session.mcp.aclose()
+        session.mcp = None
+
+
+def take_over(rt: Runtime, session: Session) -> None:
+    """Prompting a session loaded read-only: own it now if its owner let it go."""
+    from .replay import restore
+
+    try:
+        writer, records = rt.store.open(session.id)
+    except OSError:
+        writer, records = None, []
+    if writer is None:
+        raise InvalidRequest(
+            f"Invalid request: session {session.id} is open in another acp-agent process;"
+            " it is read-only here until that process closes it",
+            {"sessionId": session.id},
+        )
+    session.restore(restore(records))  # it may have gone on over there
+    session.log, session.read_only = writer, False
+    session.set_mode(session.mode)  # keep what this client chose meanwhile
+
+
+def roots(cwd: str, directories: list[str] | UnsetType) -> tuple[str, list[str]]:
+    """Validate a lifecycle request's roots (before anything is created or loaded)."""
+    if not os.path.isabs(cwd):
+        raise InvalidParams(f"Invalid params: `cwd` must be an absolute path, got {cwd!r}")
+    extra = [] if isinstance(directories, UnsetType) else directories
+    for i, path in enumerate(extra):
+        if not path or not os.path.isabs(path):
+            raise InvalidParams(
+                f"Invalid params: additional directories must be absolute paths, got {path!r}"
+                f" - at `$.additionalDirectories[{i}]`"
+            )
+    return os.path.normpath(cwd), [os.path.normpath(path) for path in extra]
+
+
+# ---------------------------------------------------------------------- opening
+
+
+def _store_new(rt: Runtime, session: Session, body: Sequence[Record] = (), **header: Any) -> None:
+    """Create the session's log: a header, ``body`` (a fork's copy) and the settings."""
+    from .records import Header, now_iso
+
+    head = Header(
+        id=session.id,
+        cwd=session.cwd,
+        additional_directories=list(session.additional_directories),
+        created_at=now_iso(),
+        **header,
+    )
+    records: list[Record] = [*body, session.settings_record()]
+    try:
+        session.log = rt.store.create(head, records)
+        session.stored_roots = (head.cwd, head.additional_directories)
+    except OSError as exc:
+        log.warning("cannot store the session; it lives in memory only", error=str(exc))
+
+
+def _open(
+    rt: Runtime, session_id: str, cwd: str, directories: list[str], *, read: bool
+) -> tuple[Session, list[Record]]:
+    """The session, in memory (brought back from the store if need be), with the given
+    roots; and, if ``read``, its log's records."""
+    from .replay import restore
+
+    session = rt.sessions.get(session_id)
+    if session is not None and not session.read_only:
+        if session.busy:
+            raise InvalidRequest(f"Invalid request: session {session_id} has a running turn")
+        session.cwd, session.additional_directories = cwd, directories
+        session.flush()
+        try:
+            records = rt.store.read(session_id) if read and session.log else []
+        except OSError:
+            records = []
+        return session, records
+    try:
+        writer, records = rt.store.open(session_id)
+    except FileNotFoundError:
+        raise SessionNotFound(session_id) from None
+    except OSError as exc:
+        log.error("cannot read a stored session", session_id=session_id, error=str(exc))
+        raise InternalError(f"Cannot read session {session_id}: {exc.strerror}") from None
+    session = _restored(rt, session_id, restore(records), cwd, directories)
+    session.log, session.read_only = writer, writer is None
+    return session, records
+
+
+def _restored(
+    rt: Runtime, session_id: str, state: State, cwd: str, directories: list[str]
+) -> Session:
+    """A session brought back from a log's state (load, resume, fork). A mode or model
+    this configuration no longer offers falls back, with a notice."""
+    from .session import Session
+
+    session = Session(
+        id=session_id,
+        cwd=cwd,
+        emit_fn=rt.client.session_update,
+        mode=state.mode if state.mode in MODE_IDS else rt.config.default_mode,
+        model=state.model if state.model in rt.models else rt.config.model,
+        thinking=state.thinking or rt.config.thinking,
+        additional_directories=directories,
+    )
+    session.restore(state)
+    if state.model and state.model != session.model:
+        session.pending_notices.append(
+            (
+                "warning",
+                "Model not available",
+                f"{state.model} is not configured here; the session continues on {session.model}.",
+            )
+        )
+    return session
+
+
+def _opened(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType) -> None:
+    """The session is open: register it, and tell the client the rest once the response
+    is out."""
+    _register(rt, session, servers)
+    _announce_later(rt, session)
+
+
+def _register(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType) -> None:
+    rt.sessions[session.id] = session
+    attach(rt, session, servers)
+
+
+def _announce_later(rt: Runtime, session: Session) -> None:
+    asyncio.get_running_loop().call_soon(announce, rt, session)
+
+
+def attach(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType) -> None:
+    """Give an opened session its slash commands and (in the background) its MCP
+    servers; ``servers`` is the complete list for this connection."""
+    from .commands import load_prompt_commands
+
+    session.prompt_commands = load_prompt_commands(session.cwd)
+    if session.mcp is not None:  # load/resume again: the client's list replaces it
+        rt.background(session.mcp.aclose())
+        session.mcp = None
+    if servers:
+        from .mcp import McpHub
+
+        async def problem(severity: str, title: str, description: str | None) -> None:
+            await rt.notify(session, severity, title, description, fallback=True)
+
+        async def changed() -> None:
+            await send_commands(rt, session)
+
+        session.mcp = McpHub(list(servers), cwd=session.cwd, on_problem=problem, on_change=changed)
+        session.mcp.start()
+
+
+def announce(rt: Runtime, session: Session) -> None:
+    """After the session/new (load, resume, fork) response: commands, notices, usage;
+    and, the first time, the process's warm-up."""
+    rt.background(_announce(rt, session))
+    rt.warm_up()
+
+
+async def _announce(rt: Runtime, session: Session) -> None:
+    await send_commands(rt, session)
+    while session.pending_notices:
+        severity, title, description = session.pending_notices.pop(0)
+        await rt.notify(session, severity, title, description, fallback=True)
+    await session.emit(session.usage_update(rt.model_info_for(session.model).context_window))
+
+
+async def send_commands(rt: Runtime, session: Session) -> None:
+    from .commands import session_commands
+
+    if rt.sessions.get(session.id) is not session:
+        return  # closed meanwhile
+    await rt.client.session_update(
+        session.id, t.AvailableCommandsUpdate(available_commands=session_commands(session))
+    )

@@ -1,0 +1,308 @@
+"""OpenAI Chat Completions streaming, for api.openai.com and any OpenAI-compatible server
+(Ollama, vLLM, llama.cpp, LM Studio, OpenRouter), through the official ``openai`` SDK.
+
+The SDK is imported on first :meth:`OpenAIProvider.stream`, never at module import: it
+costs about a second and the agent must answer ``initialize`` long before. The SDK never
+retries (``max_retries=0``); the turn engine does, using ``ProviderHTTPError.retry_after``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ..conversation import (
+    AssistantMessage,
+    ImagePart,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    UserMessage,
+    UserPart,
+)
+from ..errors import (
+    ProviderAuthError,
+    ProviderError,
+    ProviderStreamError,
+)
+from ._sdk import map_sdk_error, parse_tool_arguments, relay
+from ._wire import Chunk, Delta, EventStream, ToolCallFragment, Usage, openai_event
+from .base import (
+    Finished,
+    FinishReason,
+    ModelRequest,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallReady,
+    ToolCallStarted,
+    UsageReport,
+)
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+_EMPTY_DELTA = Delta()
+
+PLACEHOLDER_KEY = "no-key"  # local OpenAI-compatible servers want some bearer token, not a real one
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "refusal",
+}
+# Official models that take ``reasoning_effort``: o1/o3/o4-mini..., gpt-5* except gpt-5-chat.
+_REASONING_MODEL = re.compile(r"^(o\d|gpt-5(?!.*-chat))")
+
+
+class OpenAIProvider:
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        default_headers: dict[str, str] | None = None,
+    ) -> None:
+        self.model = model
+        self._api_key = api_key or None
+        self._base_url = base_url or None
+        self._official = self._base_url is None or "api.openai.com" in self._base_url
+        self._timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._headers = default_headers
+        self._client: AsyncOpenAI | None = None
+
+    @property
+    def name(self) -> str:
+        return f"openai:{self.model}"
+
+    @property
+    def endpoint(self) -> str:
+        return self._base_url or "https://api.openai.com/v1"
+
+    def _ensure_client(self) -> AsyncOpenAI:
+        if self._client is None:
+            if self._api_key is None and self._base_url is None:
+                raise ProviderAuthError(
+                    "No OpenAI API key: set OPENAI_API_KEY (or a base URL for a local server)"
+                )
+            import openai
+
+            self._client = openai.AsyncOpenAI(
+                api_key=self._api_key or PLACEHOLDER_KEY,
+                base_url=self._base_url,
+                timeout=openai.Timeout(self._timeout, connect=self._connect_timeout),
+                max_retries=0,
+                default_headers=self._headers,
+            )
+        return self._client
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai_messages(request),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+        if request.max_tokens is not None:
+            key = "max_completion_tokens" if self._official else "max_tokens"
+            params[key] = request.max_tokens
+        if request.thinking != "off" and self._official and _REASONING_MODEL.match(self.model):
+            params["reasoning_effort"] = request.thinking
+        return params
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        async def open_stream() -> EventStream[Chunk]:
+            client = self._ensure_client()
+            params = self.request_params(request)
+            raw = client.chat.completions.with_streaming_response.create(**params)
+            return await EventStream(raw, Chunk, openai_event).open()
+
+        return relay(open_stream, _ChunkAssembler(), _map_error)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+# --------------------------------------------------------------------------- stream assembly
+
+
+@dataclass
+class _Call:
+    server_id: str | None = None
+    call_id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class _ChunkAssembler:
+    """Turns chunks into events; keeps tool-call fragments (keyed by ``index``) until the end."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.reason: FinishReason | None = None
+        self.refused = False
+        self.usage: UsageReport | None = None
+        self.calls: list[_Call] = []
+        self.by_index: dict[int, _Call] = {}
+
+    def feed(self, chunk: Chunk) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        for choice in chunk.choices or ():
+            if choice.index != 0:
+                continue
+            delta = choice.delta or _EMPTY_DELTA
+            # vLLM/DeepSeek send ``reasoning_content``; Ollama/OpenRouter ``reasoning``.
+            thought = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+            if isinstance(thought, str) and thought:
+                events.append(ThinkingDelta(thought))
+            if delta.content:
+                events.append(TextDelta(delta.content))
+            if delta.refusal:
+                self.refused = True
+                events.append(TextDelta(delta.refusal))
+            for fragment in delta.tool_calls or ():
+                self._tool_fragment(fragment, events)
+            if choice.finish_reason:
+                self.reason = _FINISH.get(choice.finish_reason, "stop")
+        self.started = self.started or bool(events)
+        return events
+
+    def _tool_fragment(self, frag: ToolCallFragment, events: list[StreamEvent]) -> None:
+        index = frag.index if frag.index is not None else len(self.calls)
+        call = self.by_index.get(index)
+        # Some servers reuse index 0 for every call: a new id means a new call.
+        if call is None or (frag.id and call.server_id and frag.id != call.server_id):
+            call = self.by_index[index] = _Call()
+            self.calls.append(call)
+        if frag.id and not call.server_id:
+            call.server_id = frag.id
+        if frag.function is not None:
+            if frag.function.arguments:
+                call.arguments.append(frag.function.arguments)
+            if frag.function.name and not call.name:
+                call.name = frag.function.name
+                call.call_id = call.server_id or _new_call_id()
+                events.append(ToolCallStarted(call.call_id, call.name))
+
+    def finish(self) -> list[StreamEvent]:
+        if self.reason is None:
+            raise ProviderStreamError("OpenAI stream ended without a finish reason")
+        events: list[StreamEvent] = []
+        for call in self.calls:
+            arguments, error = parse_tool_arguments("".join(call.arguments))
+            if not call.name:
+                arguments, error = {}, "the model sent a tool call without a name"
+            call_id = call.call_id or call.server_id or _new_call_id()
+            events.append(ToolCallReady(call_id, call.name, arguments, error))
+        if self.usage is not None:
+            events.append(self.usage)
+        reason = self.reason
+        if self.refused:
+            reason = "refusal"
+        elif self.calls and reason == "stop":  # Ollama and others finish tool calls with "stop"
+            reason = "tool_calls"
+        events.append(Finished(reason))
+        return events
+
+
+def _new_call_id() -> str:  # for servers that send no call id
+    return f"call_{os.urandom(12).hex()}"
+
+
+def _map_error(exc: Exception, started: bool) -> ProviderError:
+    return map_sdk_error(exc, "OpenAI", started=started)
+
+
+def _usage(u: Usage) -> UsageReport:
+    prompt = u.prompt_tokens_details
+    completion = u.completion_tokens_details
+    return UsageReport(
+        input_tokens=u.prompt_tokens or 0,
+        output_tokens=u.completion_tokens or 0,
+        cached_read_tokens=(prompt.cached_tokens or 0) if prompt else 0,
+        thought_tokens=(completion.reasoning_tokens or 0) if completion else 0,
+    )
+
+
+# --------------------------------------------------------------------------- history
+
+
+def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    images: list[dict[str, Any]] = []  # from tool results: sent after the run of tool messages
+    for message in request.messages:
+        if images and not isinstance(message, ToolResultMessage):
+            out.append({"role": "user", "content": images})
+            images = []
+        if isinstance(message, UserMessage):
+            out.append({"role": "user", "content": _user_content(message.parts)})
+        elif isinstance(message, AssistantMessage):
+            out.append(_assistant(message))
+        else:
+            text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
+            pictures = [_image(p) for p in message.parts if isinstance(p, ImagePart)]
+            if pictures:
+                text += f"\n[{len(pictures)} image(s) attached in the next user message]"
+                label = f"Images returned by tool call {message.call_id} ({message.name}):"
+                images += [{"type": "text", "text": label}, *pictures]
+            out.append({"role": "tool", "tool_call_id": message.call_id, "content": text})
+    if images:
+        out.append({"role": "user", "content": images})
+    return out
+
+
+def _image(part: ImagePart) -> dict[str, Any]:
+    url = f"data:{part.mime_type};base64,{part.data}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _user_content(parts: list[UserPart]) -> str | list[dict[str, Any]]:
+    if len(parts) == 1 and isinstance(parts[0], TextPart):
+        return parts[0].text  # plain string: the form every compatible server accepts
+    return [
+        {"type": "text", "text": p.text} if isinstance(p, TextPart) else _image(p) for p in parts
+    ]
+
+
+def _assistant(message: AssistantMessage) -> dict[str, Any]:
+    text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
+    calls = [
+        {
+            "id": p.call_id,
+            "type": "function",
+            "function": {"name": p.name, "arguments": msgspec.json.encode(p.arguments).decode()},
+        }
+        for p in message.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    if not calls:
+        return {"role": "assistant", "content": text}
+    return {"role": "assistant", "content": text or None, "tool_calls": calls}

@@ -1,0 +1,124 @@
+"""Provider families: which ``--model`` prefixes exist and how each one is built.
+
+A family is one module holding a :class:`ProviderSpec` named ``SPEC`` (its key and
+base-URL variables, default endpoint, model table and factory) plus one line in
+:data:`FAMILIES`. Nothing else in the agent names a provider: configuration sections
+(``[openai]``, ``[ollama]`` ...), ``--base-url``, the key check behind ``authenticate``,
+model facts and the warm-up all come from the spec. Spec modules stay tiny and import
+their implementation (and its SDK) only in ``build``, so naming a family at start-up
+costs nothing.
+
+Adding an OpenAI-compatible preset is a module like :mod:`.ollama` and a line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import msgspec
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from .base import ModelProvider
+    from .models import ModelInfo
+
+#: ``--model <family>:<name>`` -> the module holding the family's ``SPEC``.
+FAMILIES: dict[str, str] = {
+    "offline": "acp_agent.providers.offline",
+    "openai": "acp_agent.providers.openai",
+    "anthropic": "acp_agent.providers.anthropic",
+    "ollama": "acp_agent.providers.ollama",
+    "openrouter": "acp_agent.providers.openrouter",
+}
+
+
+class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """Where and how to reach a provider, resolved from configuration and environment."""
+
+    api_key: str | None = None
+    base_url: str | None = None
+    timeout: float = 600.0
+    connect_timeout: float = 10.0
+    headers: dict[str, str] = {}
+
+
+class ProviderSpec(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    """The ``--model`` prefix and the configuration section, e.g. ``"openai"``."""
+    title: str
+    build: Callable[[str, Endpoint, Config], ModelProvider]
+    """``(model name, endpoint, configuration) -> provider``; imports the implementation."""
+    model_info: Callable[[str], ModelInfo]
+    """Facts about a model of this family (context window, prices...)."""
+    key_envs: tuple[str, ...] = ()
+    """Variables any of which carries a credential; the first is the one asked for.
+    Empty: the family needs no key (local servers, the offline model)."""
+    base_url_env: str | None = None
+    """Variable overriding the endpoint (``OPENAI_BASE_URL``)."""
+    default_base_url: str | None = None
+    keyless_with_base_url: bool = False
+    """A custom base URL alone is enough (a local OpenAI-compatible server)."""
+    remote: bool = True
+    """Reached over the network (takes ``--base-url``)."""
+    needs_model: bool = True
+    """``<family>:<model>``: a model name is required."""
+    warm: tuple[str, ...] = ()
+    """Modules to import ahead of the first prompt (the SDK and the implementation)."""
+
+
+def spec(family: str) -> ProviderSpec:
+    """The spec of ``family``; raises ``KeyError`` for an unknown one."""
+    module = importlib.import_module(FAMILIES[family])
+    found: ProviderSpec = module.SPEC
+    return found
+
+
+def split_model(model: str) -> tuple[str, str]:
+    """``"openai:gpt-4.1"`` -> ``("openai", "gpt-4.1")``; a bare name has no model."""
+    family, _, name = model.partition(":")
+    return family, name
+
+
+def _key_names(family: ProviderSpec, config: Config) -> tuple[str, ...]:
+    custom = config.provider_settings(family.name).api_key_env
+    return (custom,) if custom else family.key_envs
+
+
+def endpoint(config: Config, family: str, env: Mapping[str, str] = os.environ) -> Endpoint:
+    """The endpoint of ``family``: configuration, then environment, then the default."""
+    s = spec(family)
+    settings = config.provider_settings(family)
+    names = _key_names(s, config)
+    env_url = env.get(s.base_url_env) if s.base_url_env else None
+    return Endpoint(
+        api_key=(env.get(names[0]) or None) if names else None,
+        base_url=settings.base_url or env_url or s.default_base_url,
+        timeout=settings.timeout,
+        connect_timeout=settings.connect_timeout,
+        headers=dict(settings.headers),
+    )
+
+
+def missing_key(
+    config: Config, model: str | None = None, env: Mapping[str, str] = os.environ
+) -> str | None:
+    """The variable ``model`` (default: the configured one) still needs, or ``None`` when
+    it can run (no key needed, a key present, or a local server by base URL)."""
+    family = spec(split_model(model or config.model)[0])
+    names = _key_names(family, config)
+    if not names or any(env.get(name) for name in names):
+        return None
+    if family.keyless_with_base_url:
+        settings = config.provider_settings(family.name)
+        if settings.base_url or (family.base_url_env and env.get(family.base_url_env)):
+            return None
+    return names[0]
+
+
+def make_provider(config: Config, model: str | None = None) -> ModelProvider:
+    """A provider for ``model`` (default: the configured one)."""
+    family, name = split_model(model or config.model)
+    return spec(family).build(name, endpoint(config, family), config)

@@ -1,0 +1,262 @@
+"""What every part of the agent shares: the configuration, the editor, the open sessions,
+the store, the providers, the remembered permission answers; and the factory of a turn's
+world (:meth:`Runtime.turn_context`).
+
+No protocol handler lives here: ``agent`` routes, ``lifecycle`` opens and closes
+sessions, ``prompting`` runs prompts, ``options`` changes modes and options,
+``commands`` dispatches slash commands, ``compaction`` compacts. Heavy modules (sessions,
+the store, tools, the turn engine) are imported on first use, never on the way to the
+``initialize`` reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from . import log
+from .client import ClientProxy
+from .config import Config, default_state_dir
+from .errors import ProviderError, SessionNotFound
+from .protocol import UNSET
+from .protocol import types as t
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .permissions import Rules
+    from .providers.base import ModelProvider
+    from .providers.models import ModelInfo
+    from .providers.resilient import Resilient, RetryPolicy
+    from .session import Session
+    from .store import Store
+    from .subagents import Subagents
+    from .tools import Toolset
+    from .turn import TurnContext
+
+
+class Runtime:
+    def __init__(
+        self, config: Config, client: ClientProxy, warm: Callable[[], None] | None = None
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.sessions: dict[str, Session] = {}
+        """The client's own sessions open in this process (subagents live elsewhere)."""
+        self._warm = warm
+        self._warming: asyncio.Future[None] | None = None
+        self._store: Store | None = None
+        self._providers: dict[str, ModelProvider] = {}
+        self._rules: dict[str, Rules] = {}
+        self._tools: Toolset | None = None
+        self._subagents: Subagents | None = None
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    # ------------------------------------------------------------------ shared objects
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            from .store import Store
+
+            self._store = Store(self.config.state_dir or default_state_dir())
+        return self._store
+
+    @property
+    def subagents(self) -> Subagents:
+        if self._subagents is None:
+            from .subagents import Subagents
+
+            self._subagents = Subagents(self.client, self.turn_context, self.sessions)
+        return self._subagents
+
+    @property
+    def has_subagents(self) -> bool:
+        return self._subagents is not None
+
+    def session(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise SessionNotFound(session_id)
+        return session
+
+    @property
+    def models(self) -> list[str]:
+        """The models a session may switch between (the configured one first)."""
+        seen = [self.config.model]
+        for m in self.config.models:
+            if m not in seen:
+                seen.append(m)
+        return seen
+
+    def provider_for(self, model: str) -> ModelProvider:
+        provider = self._providers.get(model)
+        if provider is None:
+            from .providers import make_provider
+
+            provider = self._providers[model] = make_provider(self.config, model)
+        return provider
+
+    def model_info_for(self, model: str) -> ModelInfo:
+        from .providers import spec
+
+        family, _, name = model.partition(":")
+        info = spec(family).model_info(name)
+        overrides = self.config.model_overrides
+        override = overrides.get(model) or overrides.get(name)
+        if override is not None:
+            import msgspec
+
+            changes = {k: v for k, v in msgspec.structs.asdict(override).items() if v is not None}
+            info = msgspec.structs.replace(info, **changes)
+        return info
+
+    def rules_for(self, session: Session) -> Rules:
+        """The project's remembered "always" answers (shared by its sessions, persisted)."""
+        from .permissions import Rules
+
+        root = session.root
+        rules = self._rules.get(root.cwd)
+        if rules is None:
+            state_dir = os.path.dirname(self.store.root)
+            rules = self._rules[root.cwd] = Rules.for_project(state_dir, root.cwd)
+        return rules
+
+    def tools_for(self, session: Session) -> Toolset:
+        """The built-in tools and the session's MCP tools."""
+        from .tools import Toolset, builtin_tools
+
+        if self._tools is None:
+            self._tools = builtin_tools(self.subagents.tool)
+        if session.mcp is None:
+            return self._tools
+        return Toolset([*self._tools.tools(), *session.mcp.tools()])
+
+    # ------------------------------------------------------------------ model requests
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        from .providers.resilient import RetryPolicy
+
+        limits = self.config.limits
+        return RetryPolicy(
+            max_retries=limits.max_retries,
+            max_delay=limits.retry_max_delay,
+            first_event_timeout=limits.first_event_timeout,
+            idle_timeout=limits.idle_timeout,
+        )
+
+    def provider(self, session: Session) -> Resilient:
+        """The session's model behind the resilience policy; retries are announced."""
+        from .providers.resilient import Resilient
+
+        async def on_retry(exc: ProviderError, attempt: int, delay: float) -> None:
+            await self.notify(
+                session,
+                "warning",
+                "Model request failed; retrying",
+                f"{exc.message} — attempt {attempt + 1} in {delay:.1f}s",
+            )
+
+        return Resilient(self.provider_for(session.model), self.retry_policy, on_retry)
+
+    def turn_context(self, session: Session, client: Client | None = None) -> TurnContext:
+        """Everything a turn of ``session`` needs (``client``: the editor as this
+        session sees it; a subagent's view differs)."""
+        from .compaction import maybe_compact
+        from .instructions import system_prompt
+        from .turn import TurnContext, TurnLimits
+
+        async def notify(severity: str, title: str, description: str | None) -> None:
+            await self.notify(session, severity, title, description)
+
+        async def before_request() -> None:
+            await maybe_compact(self, session)
+
+        return TurnContext(
+            session=session,
+            client=client or self.client,
+            provider=self.provider(session),
+            model=self.model_info_for(session.model),
+            tools=self.tools_for(session),
+            rules=self.rules_for(session),
+            system=system_prompt(session, self.config.system_prompt),
+            limits=TurnLimits(max_turn_requests=self.config.limits.max_turn_requests),
+            notify=notify,
+            before_request=before_request,
+        )
+
+    # ------------------------------------------------------------------ telling the user
+
+    def _session_caps(self) -> t.ClientSessionCapabilities | None:
+        caps = self.client.capabilities.session
+        return caps if isinstance(caps, t.ClientSessionCapabilities) else None
+
+    @property
+    def shows_notices(self) -> bool:
+        caps = self._session_caps()
+        return caps is not None and isinstance(caps.notices, t.NoticeCapabilities)
+
+    @property
+    def shows_compaction(self) -> bool:
+        caps = self._session_caps()
+        return caps is not None and isinstance(caps.compaction, t.CompactionCapabilities)
+
+    async def notify(
+        self,
+        session: Session,
+        severity: str,
+        title: str,
+        description: str | None = None,
+        *,
+        fallback: bool = False,
+    ) -> None:
+        """A live advisory: a ``notice`` where the client advertised notices (never
+        recorded, never replayed); otherwise, with ``fallback``, an ordinary agent message
+        (conversation content, recorded like any other)."""
+        if self.shows_notices:
+            await session.emit_fn(  # not recorded; a hidden subagent's goes nowhere
+                session.id,
+                t.Notice(severity=severity, title=title, description=description or UNSET),
+            )
+        elif fallback:
+            await session.say(f"**{title}**" + (f": {description}" if description else ""))
+
+    # ------------------------------------------------------------------ background work
+
+    def background(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_log_failure)
+
+    def warm_up(self) -> None:
+        """Start the process edge's warm-up (once): imports in a thread, after the first
+        session response, never during ``initialize`` or ``session/new``."""
+        if self._warming is None and self._warm is not None:
+            self._warming = asyncio.get_running_loop().run_in_executor(None, self._warm)
+
+    # ------------------------------------------------------------------ the end
+
+    def cancel_all(self) -> None:
+        for session in self.sessions.values():
+            session.cancel()
+
+    async def shutdown(self) -> None:
+        self.cancel_all()
+        for session in self.sessions.values():
+            session.close()  # flushed, synced, ownership released
+        hubs = [s.mcp.aclose() for s in self.sessions.values() if s.mcp is not None]
+        if hubs:  # MCP servers are child processes: never leave them behind
+            await asyncio.wait_for(asyncio.gather(*hubs, return_exceptions=True), 6.0)
+        for provider in self._providers.values():
+            try:
+                await asyncio.wait_for(provider.aclose(), 0.2)
+            except Exception as exc:  # shutting down: a provider that fails to close is fine
+                log.debug("provider close failed", error=repr(exc))
+
+
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("background task failed", error=repr(task.exception()))
