@@ -48,8 +48,8 @@ async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionRespon
         thinking=rt.config.thinking,
         additional_directories=directories,
     )
-    _store_new(rt, session)
-    _opened(rt, session, p.mcp_servers)
+    await _store_new(rt, session)
+    await _opened(rt, session, p.mcp_servers)
     return t.NewSessionResponse(
         session_id=session.id, modes=modes(session), config_options=config_options(rt, session)
     )
@@ -60,10 +60,10 @@ async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionRes
 
     require_key(rt.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
-    session, records = _open(rt, p.session_id, cwd, directories, read=True)
+    session, records = await _open(rt, p.session_id, cwd, directories, read=True)
     caps = rt.client.capabilities
     updates = transcript(records, lambda u: draft_allowed(u, caps), live=session.read_only)
-    _register(rt, session, p.mcp_servers)
+    await _register(rt, session, p.mcp_servers)
     await session.replay(updates)  # the whole history, then the response
     _announce_later(rt, session)
     return t.LoadSessionResponse(modes=modes(session), config_options=config_options(rt, session))
@@ -72,8 +72,8 @@ async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionRes
 async def resume_session(rt: Runtime, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
     require_key(rt.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
-    session, _ = _open(rt, p.session_id, cwd, directories, read=False)
-    _opened(rt, session, p.mcp_servers)
+    session, _ = await _open(rt, p.session_id, cwd, directories, read=False)
+    await _opened(rt, session, p.mcp_servers)
     return t.ResumeSessionResponse(
         modes=modes(session), config_options=config_options(rt, session)
     )
@@ -90,15 +90,15 @@ async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionRes
     if source is not None:
         source.flush()
     try:
-        records = rt.store.read(p.session_id)
+        records = await asyncio.to_thread(rt.store.read, p.session_id)
     except FileNotFoundError:
         raise SessionNotFound(p.session_id) from None
     except OSError as exc:
         raise InternalError(f"Cannot read session {p.session_id}: {exc.strerror}") from None
     body = [r for r in records if not isinstance(r, Header | Roots)]
     session = _restored(rt, new_session_id(), restore(body), cwd, directories)
-    _store_new(rt, session, body, forked_from=p.session_id)
-    _opened(rt, session, p.mcp_servers)
+    await _store_new(rt, session, body, forked_from=p.session_id)
+    await _opened(rt, session, p.mcp_servers)
     return t.ForkSessionResponse(
         session_id=session.id, modes=modes(session), config_options=config_options(rt, session)
     )
@@ -115,7 +115,9 @@ async def list_sessions(rt: Runtime, p: t.ListSessionsRequest | None) -> t.ListS
         return t.ListSessionsResponse(sessions=[])
     cursor = p.cursor if isinstance(p.cursor, str) else None
     try:
-        metas, next_cursor = rt.store.page(cwd and os.path.normpath(cwd), cursor)
+        metas, next_cursor = await asyncio.to_thread(
+            rt.store.page, cwd and os.path.normpath(cwd), cursor
+        )
     except ValueError:
         raise InvalidParams("Invalid params: unknown cursor - at `$.cursor`") from None
     return t.ListSessionsResponse(
@@ -142,7 +144,7 @@ async def delete_session(rt: Runtime, p: t.DeleteSessionRequest) -> t.DeleteSess
     session = rt.sessions.get(p.session_id)
     if session is not None:
         await release(rt, session)
-    rt.store.delete(p.session_id)  # unknown ids are fine (idempotent)
+    await asyncio.to_thread(rt.store.delete, p.session_id)  # unknown ids are fine
     return t.DeleteSessionResponse()
 
 
@@ -153,18 +155,18 @@ async def release(rt: Runtime, session: Session) -> None:
     if tasks:
         await asyncio.wait(tasks, timeout=5.0)
     rt.sessions.pop(session.id, None)
-    session.close()
+    await session.aclose()
     if session.mcp is not None:
         await session.mcp.aclose()
         session.mcp = None
 
 
-def take_over(rt: Runtime, session: Session) -> None:
+async def take_over(rt: Runtime, session: Session) -> None:
     """Prompting a session loaded read-only: own it now if its owner let it go."""
     from .replay import restore
 
     try:
-        writer, records = rt.store.open(session.id)
+        writer, records = await asyncio.to_thread(rt.store.open, session.id)
     except OSError:
         writer, records = None, []
     if writer is None:
@@ -195,7 +197,9 @@ def roots(cwd: str, directories: list[str] | UnsetType) -> tuple[str, list[str]]
 # ---------------------------------------------------------------------- opening
 
 
-def _store_new(rt: Runtime, session: Session, body: Sequence[Record] = (), **header: Any) -> None:
+async def _store_new(
+    rt: Runtime, session: Session, body: Sequence[Record] = (), **header: Any
+) -> None:
     """Create the session's log: a header, ``body`` (a fork's copy) and the settings."""
     from .records import Header, now_iso
 
@@ -208,13 +212,13 @@ def _store_new(rt: Runtime, session: Session, body: Sequence[Record] = (), **hea
     )
     records: list[Record] = [*body, session.settings_record()]
     try:
-        session.log = rt.store.create(head, records)
+        session.log = await asyncio.to_thread(rt.store.create, head, records)
         session.stored_roots = (head.cwd, head.additional_directories)
     except OSError as exc:
         log.warning("cannot store the session; it lives in memory only", error=str(exc))
 
 
-def _open(
+async def _open(
     rt: Runtime, session_id: str, cwd: str, directories: list[str], *, read: bool
 ) -> tuple[Session, list[Record]]:
     """The session, in memory (brought back from the store if need be), with the given
@@ -227,13 +231,15 @@ def _open(
             raise InvalidRequest(f"Invalid request: session {session_id} has a running turn")
         session.cwd, session.additional_directories = cwd, directories
         session.flush()
-        try:
-            records = rt.store.read(session_id) if read and session.log else []
-        except OSError:
-            records = []
+        records = []
+        if read and session.log:
+            try:
+                records = await asyncio.to_thread(rt.store.read, session_id)
+            except OSError:
+                records = []
         return session, records
     try:
-        writer, records = rt.store.open(session_id)
+        writer, records = await asyncio.to_thread(rt.store.open, session_id)
     except FileNotFoundError:
         raise SessionNotFound(session_id) from None
     except OSError as exc:
@@ -272,15 +278,22 @@ def _restored(
     return session
 
 
-def _opened(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType) -> None:
+async def _opened(
+    rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType
+) -> None:
     """The session is open: register it, and tell the client the rest once the response
     is out."""
-    _register(rt, session, servers)
+    await _register(rt, session, servers)
     _announce_later(rt, session)
 
 
-def _register(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType) -> None:
+async def _register(
+    rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType
+) -> None:
+    from .commands import load_prompt_commands
+
     rt.sessions[session.id] = session
+    session.prompt_commands = await asyncio.to_thread(load_prompt_commands, session.cwd)
     attach(rt, session, servers)
 
 
@@ -289,11 +302,8 @@ def _announce_later(rt: Runtime, session: Session) -> None:
 
 
 def attach(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType) -> None:
-    """Give an opened session its slash commands and (in the background) its MCP
-    servers; ``servers`` is the complete list for this connection."""
-    from .commands import load_prompt_commands
-
-    session.prompt_commands = load_prompt_commands(session.cwd)
+    """Give an opened session (in the background) its MCP servers; ``servers`` is the
+    complete list for this connection."""
     if session.mcp is not None:  # load/resume again: the client's list replaces it
         rt.background(session.mcp.aclose())
         session.mcp = None

@@ -16,6 +16,7 @@ are remembered per session under the tool's permission key.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import msgspec
@@ -67,22 +68,29 @@ class Rules:
 
     With a ``path`` they belong to a project and persist there (a small JSON file in the
     state directory, replaced atomically), so they survive restarts and apply to every
-    session in that project.
+    session in that project. Build them with :meth:`for_project` in a worker thread (it
+    reads the file); saving goes through ``save_with`` (the store's disk writer), so
+    the event loop never touches the disk.
     """
 
-    def __init__(self, path: str | None = None) -> None:
+    def __init__(
+        self, path: str | None = None, save_with: Callable[[Callable[[], None]], None] | None = None
+    ) -> None:
         self.path = path
         self.allowed: set[str] = set()
         self.rejected: set[str] = set()
+        self._save_with = save_with
         if path is not None:
             self._load(path)
 
     @classmethod
-    def for_project(cls, state_dir: str, cwd: str) -> Rules:
+    def for_project(
+        cls, state_dir: str, cwd: str, save_with: Callable[[Callable[[], None]], None] | None = None
+    ) -> Rules:
         import hashlib
 
         name = hashlib.sha256(os.path.realpath(cwd).encode()).hexdigest()[:32]
-        return cls(os.path.join(state_dir, "permissions", f"{name}.json"))
+        return cls(os.path.join(state_dir, "permissions", f"{name}.json"), save_with)
 
     def _load(self, path: str) -> None:
         try:
@@ -121,7 +129,10 @@ class Rules:
             self.allowed.discard(key)
         else:
             return
-        self._save()
+        if self._save_with is not None:
+            self._save_with(self._save)
+        else:
+            self._save()
 
 
 class _RulesFile(msgspec.Struct):

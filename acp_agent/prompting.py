@@ -29,7 +29,7 @@ async def prompt(rt: Runtime, p: t.PromptRequest) -> t.PromptResponse:
     if session.read_only:
         from .lifecycle import take_over
 
-        take_over(rt, session)
+        await take_over(rt, session)
     turn = session.begin_turn()
     try:
         async with session.lock:
@@ -76,7 +76,7 @@ async def _run(rt: Runtime, session: Session, blocks: list[t.ContentBlock]) -> t
         if session.mcp is not None:
             await session.mcp.wait_ready(rt.config.limits.mcp_start_timeout)
         user = UserMessage(user_parts(command, images=info.supports_images))
-        stop, usage = await run_turn(rt.turn_context(session), user)
+        stop, usage = await run_turn(await rt.turn_context(session), user)
         if stop == "end_turn" and session.title is None and session.first_prompt:
             await session.set_title(make_title(session.first_prompt))
         return t.PromptResponse(stop_reason=stop, usage=usage)  # type: ignore[arg-type]
@@ -84,7 +84,7 @@ async def _run(rt: Runtime, session: Session, blocks: list[t.ContentBlock]) -> t
         stop = "cancelled"
         raise
     finally:
-        session.record_turn_end(stop)
+        await session.record_turn_end(stop)
 
 
 def _check(blocks: list[t.ContentBlock], *, images: bool) -> None:

@@ -112,15 +112,19 @@ class Runtime:
             info = msgspec.structs.replace(info, **changes)
         return info
 
-    def rules_for(self, session: Session) -> Rules:
+    async def rules_for(self, session: Session) -> Rules:
         """The project's remembered "always" answers (shared by its sessions, persisted)."""
         from .permissions import Rules
 
         root = session.root
         rules = self._rules.get(root.cwd)
         if rules is None:
-            state_dir = os.path.dirname(self.store.root)
-            rules = self._rules[root.cwd] = Rules.for_project(state_dir, root.cwd)
+            store = self.store
+            state_dir = os.path.dirname(store.root)
+            loaded = await asyncio.to_thread(
+                Rules.for_project, state_dir, root.cwd, store.writer.submit
+            )
+            rules = self._rules.setdefault(root.cwd, loaded)
         return rules
 
     def tools_for(self, session: Session) -> Toolset:
@@ -161,7 +165,7 @@ class Runtime:
 
         return Resilient(self.provider_for(session.model), self.retry_policy, on_retry)
 
-    def turn_context(self, session: Session, client: Client | None = None) -> TurnContext:
+    async def turn_context(self, session: Session, client: Client | None = None) -> TurnContext:
         """Everything a turn of ``session`` needs (``client``: the editor as this
         session sees it; a subagent's view differs)."""
         from .compaction import maybe_compact
@@ -180,7 +184,7 @@ class Runtime:
             provider=self.provider(session),
             model=self.model_info_for(session.model),
             tools=self.tools_for(session),
-            rules=self.rules_for(session),
+            rules=await self.rules_for(session),
             system=system_prompt(session, self.config.system_prompt),
             limits=TurnLimits(max_turn_requests=self.config.limits.max_turn_requests),
             notify=notify,
@@ -255,6 +259,8 @@ class Runtime:
                 await asyncio.wait_for(provider.aclose(), 0.2)
             except Exception as exc:  # shutting down: a provider that fails to close is fine
                 log.debug("provider close failed", error=repr(exc))
+        if self._store is not None:  # every queued write reaches the disk before exit
+            await asyncio.to_thread(self._store.writer.close)
 
 
 def _log_failure(task: asyncio.Future[Any]) -> None:

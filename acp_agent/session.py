@@ -230,14 +230,15 @@ class Session:
             log.touch(cwd=self.cwd, additional_directories=list(self.additional_directories))
         log.append(Prompt(message_id=self.new_message_id(), blocks=blocks, at=now_iso()))
 
-    def record_turn_end(self, stop_reason: str) -> None:
-        """The turn is over: mark it, update the index entry and make it all durable."""
+    async def record_turn_end(self, stop_reason: str) -> None:
+        """The turn is over: mark it, update the index entry and make it all durable
+        (before the prompt's response goes out)."""
         log = self.log
         if log is not None:
             at = now_iso()
             log.append(TurnEnd(stop_reason=stop_reason, at=at))
             log.touch(updated_at=at)
-            log.sync()
+            await log.durable()
 
     def set_mode(self, mode: str) -> None:
         self.mode = mode
@@ -275,10 +276,19 @@ class Session:
             self.log.flush()
 
     def close(self) -> None:
-        """Flush, sync and release the log (and with it the ownership)."""
+        """Flush, sync and release the log (and with it the ownership), soon: the disk
+        writer does it (see :meth:`aclose`)."""
         log, self.log = self.log, None
         if log is not None:
             log.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, returning once the log is released (another process may own
+        the session as soon as this returns)."""
+        log = self.log
+        self.close()
+        if log is not None:
+            await asyncio.wrap_future(log.store.writer.barrier())
 
     def begin_turn(self) -> Turn:
         """Register the current task as a turn; call before the first ``await``."""

@@ -10,8 +10,9 @@ Layout under ``<state>/sessions/``::
 Crash safety: every record is one complete line written by a single ``os.write`` on an
 ``O_APPEND`` descriptor, so a process killed at any instant loses at most the line being
 written. A torn or undecodable line is skipped, with a warning, when a log is read; the
-next writer starts on a fresh line. Logs are ``fsync``'ed at turn boundaries. Reading
-never rewrites or truncates a log.
+next writer starts on a fresh line. Logs are ``fsync``'ed at turn boundaries (the
+prompt's response waits for it). Reading never rewrites or truncates a log. All of this
+disk work runs on one writer thread (:mod:`.diskwriter`), never on the event loop.
 
 Several agent processes may share the directory. A process writing a session holds an
 exclusive ``flock`` on its log for as long as the session is open; other processes can
@@ -26,16 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import fcntl
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
 import msgspec
 
-from . import log
+from .diskwriter import DiskWriter, LogFile
 from .protocol import UNSET
 from .protocol import types as t
 from .records import (
@@ -67,27 +69,26 @@ def valid_id(session_id: str) -> bool:
 
 
 class SessionLog:
-    """The open, owned (``flock``-ed) log of one session. Errors writing it are logged,
-    never raised: a full disk must not break the conversation."""
+    """The open, owned (``flock``-ed) log of one session, as the event loop sees it.
+
+    Every write, ``fsync`` and index update is handed to the store's
+    :class:`~acp_agent.diskwriter.DiskWriter` thread and never blocks the caller.
+    Errors writing are logged, never raised: a full disk must not break the
+    conversation (``on_error`` hears of them, on the event loop, to tell the user).
+    """
 
     def __init__(self, store: Store, fd: int, meta: Meta) -> None:
         self.store = store
         self.meta = meta
-        self._fd = fd
-        self._broken = False
-        self._written = False
-        self._prefix = b""  # "\n" when the log ends in a torn line
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            self._prefix = b"\n"
-        try:
-            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            self._loop = None
+        self._file = LogFile(fd, meta.id, self._failed)
+        self._loop: asyncio.AbstractEventLoop | None = _running_loop()
+        self._open = True
         self._chunk_type: type[_Chunk] | None = None
         self._chunk_id: str | None = None
         self._texts: list[str] = []
         self._timer: asyncio.TimerHandle | None = None
+        self.on_error: Callable[[str, OSError | None], None] | None = None
+        """Called on the event loop when writing starts failing, or works again (None)."""
 
     def append(self, record: Record) -> None:
         if self._texts:
@@ -118,11 +119,13 @@ class SessionLog:
             self.flush()
         self._chunk_type, self._chunk_id = type(update), update.message_id
         self._texts = [content.text]
-        if self._loop is not None:
-            self._timer = self._loop.call_later(FLUSH_INTERVAL, self.flush)
+        loop = self._loop or _running_loop()
+        if loop is not None:  # no loop (a synchronous caller): flushed by the next record
+            self._loop = loop
+            self._timer = loop.call_later(FLUSH_INTERVAL, self.flush)
 
     def flush(self) -> None:
-        """Write the buffered chunks as one record."""
+        """Hand the buffered chunks to the writer as one record."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -132,64 +135,75 @@ class SessionLog:
         chunk = self._chunk_type(content=t.TextContent(text=text), message_id=self._chunk_id)
         self._write(encode(Update(update=chunk)))
 
-    def sync(self) -> None:
-        """Flush and ``fsync``: everything so far survives a power cut."""
+    def sync(self) -> concurrent.futures.Future[None]:
+        """Flush and ``fsync``: everything so far survives a power cut once the returned
+        future is done."""
         self.flush()
-        if self._fd >= 0:
-            try:
-                os.fsync(self._fd)
-            except OSError as exc:
-                self._fail("cannot sync a session log", exc)
+        if self._open:
+            self.store.writer.submit(self._file.sync)
+        return self.store.writer.barrier()
+
+    async def durable(self) -> None:
+        """:meth:`sync`, awaited without blocking the loop."""
+        await asyncio.wrap_future(self.sync())
 
     def touch(self, **changes: object) -> None:
         """Update the index entry (``title``, ``updated_at``, ``cwd``, ...) and rewrite it."""
         for name, value in changes.items():
             setattr(self.meta, name, value)
-        if self._fd < 0:
-            return
+        if self._open:
+            self.store.writer.submit(self._write_meta, msgspec.structs.replace(self.meta))
+
+    def _write_meta(self, meta: Meta) -> None:
         try:
-            if os.fstat(self._fd).st_nlink == 0:
+            if self._file.deleted():
                 return  # deleted (by session/delete, maybe in another process): stay gone
-            self.store.write_meta(self.meta)
+            self.store.write_meta(meta)
         except OSError as exc:
-            self._fail("cannot write a session index entry", exc)
+            self._file._fail("index", exc)
 
     def close(self) -> None:
-        if self._fd < 0:
+        if not self._open:
             return
         self.flush()
-        if self._written:  # a log only read (load, close) stays untouched
-            self.sync()
-            self.touch()
-        fd, self._fd = self._fd, -1
-        os.close(fd)  # releases the flock
+        self._open = False
+        self.store.writer.submit(self._finish, msgspec.structs.replace(self.meta))
+
+    def _finish(self, meta: Meta) -> None:
+        if self._file.written:  # a log only read (load, close) stays untouched
+            self._file.sync()
+            self._write_meta(meta)
+        self._file.close()
 
     def _write(self, data: bytes) -> None:
-        if self._fd < 0:
-            return
-        if self._prefix:
-            data, self._prefix = self._prefix + data, b""
-        self._written = True
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view) :]
-        except OSError as exc:
-            self._prefix = b"\n"  # whatever was written is a torn line: start afresh
-            self._fail("cannot write a session log", exc)
+        if self._open:
+            self.store.writer.submit(self._file.write, data)
 
-    def _fail(self, event: str, exc: OSError) -> None:
-        if not self._broken:
-            self._broken = True
-            log.error(event, session_id=self.meta.id, error=str(exc))
+    def _failed(self, what: str, exc: OSError | None) -> None:
+        """On the writer thread: pass the news to the loop."""
+        handler, loop = self.on_error, self._loop
+        if handler is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(handler, what, exc)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 # --------------------------------------------------------------------------- the store
 
 
 class Store:
+    """The sessions directory. Its blocking methods (``create``, ``open``, ``read``,
+    ``page``, ``delete``) are for worker threads (``asyncio.to_thread``); they first wait
+    for the :attr:`writer`, so they see every write made before them."""
+
     def __init__(self, state_dir: str) -> None:
         self.root = os.path.join(state_dir, "sessions")
+        self.writer = DiskWriter()
         self._ready = False
 
     def log_path(self, session_id: str) -> str:
@@ -220,7 +234,7 @@ class Store:
         writer.extend([header, *body])
         if body and not all(isinstance(r, Settings) for r in body):
             writer.touch()  # a copied history: list it without reading it
-        return writer  # else the index entry waits for the first turn (session/new stays cheap)
+        return writer  # else the index entry waits for the first turn
 
     def open(self, session_id: str) -> tuple[SessionLog | None, list[Record]]:
         """Take ownership of a stored session and read it. The writer is ``None`` when
@@ -228,6 +242,7 @@ class Store:
         Raises ``FileNotFoundError`` for unknown (or invalid) ids."""
         if not valid_id(session_id):
             raise FileNotFoundError(session_id)
+        self.writer.wait()  # a log this process just closed is released first
         fd = os.open(self.log_path(session_id), os.O_RDWR | os.O_APPEND)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -248,6 +263,7 @@ class Store:
         """The records of a stored session. Raises ``FileNotFoundError``."""
         if not valid_id(session_id):
             raise FileNotFoundError(session_id)
+        self.writer.wait()
         path = self.log_path(session_id)
         with open(path, "rb") as fh:
             return parse(fh.read(), path)
@@ -269,6 +285,7 @@ class Store:
         """Remove a session from the disk; unknown ids are fine."""
         if not valid_id(session_id):
             return
+        self.writer.wait()
         for path in (self.meta_path(session_id), self.log_path(session_id)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
@@ -277,6 +294,7 @@ class Store:
 
     def entries(self, cwd: str | None = None) -> list[Meta]:
         """Every stored session's index entry (optionally only those in ``cwd``)."""
+        self.writer.wait()
         try:
             names = [entry.name for entry in os.scandir(self.root)]
         except FileNotFoundError:

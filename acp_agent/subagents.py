@@ -101,7 +101,7 @@ class Subagents:
     restricted-session rule for every other call that names one."""
 
     client: Client
-    context_for: Callable[[Session, Client], TurnContext]
+    context_for: Callable[[Session, Client], Awaitable[TurnContext]]
     """Builds a turn's world for a session as seen through a client (``Runtime.turn_context``)."""
     sessions: Mapping[str, Session]
     """The client's own sessions (where a spawning parent usually lives)."""
@@ -163,7 +163,7 @@ class Subagents:
         session.parent, session.mcp = parent, parent.mcp
         child = _Child(session, parent, title, description, exposed)
         view = _ChildClient(self.client, ctx.client, child, ctx.tool_call_id)
-        turn_ctx = self.context_for(session, view)
+        turn_ctx = await self.context_for(session, view)
         self._live[session.id] = child
         if exposed:
             self._exposed.add(session.id)

@@ -224,6 +224,16 @@ class AgentProcess:
         return self.proc.returncode
 
 
+async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait for a fact outside the wire (a file, a process) to become true."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise TimeoutError(f"still false after {timeout} s: {predicate}")
+        await asyncio.sleep(0.01)
+
+
 def allow_first_option(params: dict[str, Any]) -> dict[str, Any]:
     option = next(o for o in params["options"] if o["kind"] == "allow_once")
     return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}

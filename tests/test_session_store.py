@@ -117,6 +117,7 @@ def build_session(store: Store, sid: str, turns: int, cwd: str = CWD) -> None:
         )
         writer.append(TurnEnd(stop_reason="end_turn", at=now_iso()))
     writer.close()
+    store.writer.wait()  # on disk for whoever reads it next (another process, too)
 
 
 class TestWriter:
@@ -166,6 +167,7 @@ class TestWriter:
         writer = store.create(header())
         writer.append(Settings(mode="plan", model="offline"))
         writer.close()
+        store.writer.wait()
         with open(store.log_path("sess_1"), "ab") as fh:
             fh.write(b'{"r":"settings","mode":"by')  # killed mid-write
         logfile = tmp_path / "agent.log"
@@ -464,6 +466,7 @@ class TestList:
         writer = store.create(header("sess_2", "/other"))
         writer.append(Update(update=t.SessionInfoUpdate(title="named")))
         writer.close()
+        store.writer.wait()
         os.unlink(store.meta_path("sess_2"))
         with open(store.meta_path("sess_1"), "wb") as fh:
             fh.write(b"{torn")

@@ -460,6 +460,7 @@ class TestList:
             writer = store.create(header)
             writer.touch(updated_at=stamp, title=f"session {i}")
             writer.close()
+        store.writer.close()  # on disk before the agent process lists them
         async with make() as agent:
             await started(agent)
             pages, cursor = [], None

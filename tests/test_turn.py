@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .harness import AgentProcess, select_kind
+from .harness import AgentProcess, select_kind, wait_until
 
 Script = list[list[dict[str, Any]]]
 
@@ -123,17 +123,19 @@ class TestCancel:
     async def _cancel_when(self, agent: AgentProcess, sid: str, ready: Callable[[], bool]) -> dict:
         task = agent.start_request("session/prompt", {"sessionId": sid,
                                                       "prompt": [{"type": "text", "text": "go"}]})
-        await agent.wait_for(ready)
+        await wait_until(ready)
         await agent.notify("session/cancel", {"sessionId": sid})
         response = await task
         assert "result" in response, response
         return response["result"]
 
-    async def test_cancel_before_the_model_answers(self, scripted, session) -> None:
-        agent = scripted([[{"sleep": 30}, {"text": "late"}], [{"text": "next"}]])
+    async def test_cancel_before_the_model_answers(self, scripted, session, tmp_path) -> None:
+        asked = tmp_path / "asked"
+        agent = scripted([[{"mark": str(asked)}, {"sleep": 30}, {"text": "late"}],
+                          [{"text": "next"}]])
         async with agent:
             sid = await session(agent)
-            result = await self._cancel_when(agent, sid, lambda: True)
+            result = await self._cancel_when(agent, sid, asked.exists)
             assert result["stopReason"] == "cancelled"
             assert text_of(agent, sid) == ""
             assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"

@@ -16,6 +16,7 @@ Two ways to drive it:
       {"tool_call": {"name": "read_file", "arguments": {...}, "id": "optional"}}
       {"usage": {"input_tokens": 10, "output_tokens": 5}}
       {"sleep": 0.5}             pause (cancellation tests)
+      {"mark": "/tmp/x"}         create that file now (tests wait for it)
       {"hang": true}             never finish (the turn must still end on cancel)
       {"error": {"status": 429, "retry_after": 0.1, "message": "..."}}
       {"disconnect": true}       the stream breaks here
@@ -132,6 +133,9 @@ class OfflineProvider:
                 called = True
             elif "usage" in step:
                 usage = msgspec.convert(step["usage"], UsageReport)
+            elif "mark" in step:
+                with open(str(step["mark"]), "w"):
+                    pass
             elif "sleep" in step:
                 await asyncio.sleep(float(step["sleep"]))
             elif step.get("hang"):
