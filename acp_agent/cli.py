@@ -76,11 +76,13 @@ def build_human_parser(command: str) -> argparse.ArgumentParser:
 
 
 def _agent_flags(p: argparse.ArgumentParser) -> None:
+    from .providers.registry import FAMILIES, spec
+
     p.add_argument(
         "--model",
         metavar="SPEC",
-        help="offline | openai:<model> | anthropic:<model> | ollama:<model> | "
-        "openrouter:<vendor>/<model> (default: offline)",
+        help=" | ".join(f if not spec(f).needs_model else f"{f}:<model>" for f in FAMILIES)
+        + " (default: offline)",
     )
     p.add_argument(
         "--base-url",

@@ -27,6 +27,10 @@ def warm(config: Config) -> None:
 
     for module in (*WARM_MODULES, *spec(config.provider).warm):
         importlib.import_module(module)
+    from .tools import builtin_tools
+
+    for tool in builtin_tools().tools():
+        tool.spec  # noqa: B018 (imports each tool and builds its JSON Schema once)
 
 
 async def serve(config: Config) -> None:

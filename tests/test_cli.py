@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .harness import agent_env
+from .harness import ROOT, agent_env
 
 
 def acp(*args: str, stdin: str = "", cwd: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -86,3 +86,14 @@ def test_plain_flag_values_are_still_validated(state_dir) -> None:
     assert result.returncode == 2 and "default-mode" in result.stderr
     result = acp("--bogus", "x")
     assert result.returncode == 2 and "--bogus" in result.stderr
+
+
+def test_the_example_configuration_is_valid() -> None:
+    """config.example.toml documents every setting with its default: it must load as is."""
+    import tomllib
+
+    from acp_agent.config import Config, from_mapping
+
+    with open(ROOT / "config.example.toml", "rb") as fh:
+        config = from_mapping(tomllib.load(fh), "config.example.toml")
+    assert config.limits == Config().limits and config.model == "offline"

@@ -116,8 +116,7 @@ class Resilient:
                 finally:
                     dog.waiting = False
                 if not dog.seen:
-                    dog.seen = True
-                    dog.limit = self.policy.idle_timeout
+                    dog.started(self.policy.idle_timeout)
                 yield event
         finally:
             dog.stop()
@@ -158,6 +157,13 @@ class _Watchdog:
             self._task.cancel()
             return
         self._handle = self._loop.call_at(due if self.waiting else now + self.limit, self._check)
+
+    def started(self, idle: float) -> None:
+        """The first event arrived: from now on the limit is ``idle``."""
+        self.seen = True
+        self.limit = idle
+        self.stop()
+        self._handle = self._loop.call_at(self._loop.time() + idle, self._check)
 
     def stop(self) -> None:
         if self._handle is not None:

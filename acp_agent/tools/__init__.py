@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
+import importlib
+
 from .base import Arguments, BuiltinTool, CallInfo, Tool, ToolContext, ToolOutput, Toolset
-from .command import RunCommand
-from .files import EditFile, ReadFile, WriteFile
-from .plan import DiscardPlan, UpdatePlan, WritePlan
-from .search import Glob, Grep, ListDirectory
 
 __all__ = [
     "BUILTIN",
@@ -21,21 +19,26 @@ __all__ = [
     "builtin_tools",
 ]
 
-#: The built-in tools, in the order the model sees them.
-BUILTIN: tuple[type[BuiltinTool], ...] = (  # type: ignore[type-arg]
-    ReadFile,
-    WriteFile,
-    EditFile,
-    ListDirectory,
-    Glob,
-    Grep,
-    RunCommand,
-    UpdatePlan,
-    WritePlan,
-    DiscardPlan,
+#: The built-in tools (``module.Class`` under this package), in the order the model sees them.
+BUILTIN: tuple[str, ...] = (
+    "files.ReadFile",
+    "files.WriteFile",
+    "files.EditFile",
+    "move.MoveFile",
+    "search.ListDirectory",
+    "search.Glob",
+    "search.Grep",
+    "command.RunCommand",
+    "plan.UpdatePlan",
+    "plan.WritePlan",
+    "plan.DiscardPlan",
 )
 
 
 def builtin_tools(*extra: Tool) -> Toolset:
     """The built-in tools, plus ``extra`` ones bound to the agent (``spawn_agent``)."""
-    return Toolset([*(tool() for tool in BUILTIN), *extra])
+    tools: list[Tool] = []
+    for entry in BUILTIN:
+        module, _, name = entry.rpartition(".")
+        tools.append(getattr(importlib.import_module(f"{__name__}.{module}"), name)())
+    return Toolset([*tools, *extra])
