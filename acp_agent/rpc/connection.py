@@ -150,6 +150,7 @@ class Connection:
         self._pending: dict[int, tuple[asyncio.Future[Raw], type]] = {}
         self._ids = itertools.count()
         self._sent = 0
+        self._closing = False  # close() has begun: new outgoing requests fail at once
         self._closed = False
 
     # ------------------------------------------------------------------ serving
@@ -165,8 +166,9 @@ class Connection:
     async def close(self, grace: float = 0.3) -> None:
         """Stop: outgoing requests fail at once, handlers get ``grace`` seconds to answer
         (a cancelled turn still sends its ``cancelled``), then the rest are cancelled."""
-        if self._closed:
+        if self._closing:
             return
+        self._closing = True
         for fut, _ in self._pending.values():
             if not fut.done():
                 fut.set_exception(ConnectionClosed("connection closed"))
@@ -344,7 +346,7 @@ class Connection:
     async def request(self, method: str, params: Any, result_type: type[R]) -> R:
         """Send a request and wait for its result; a cancel of the waiter is passed on to
         the peer with ``$/cancel_request``."""
-        if self._closed:
+        if self._closing:
             raise ConnectionClosed("connection closed")
         request_id = next(self._ids)
         fut: asyncio.Future[Raw] = asyncio.get_running_loop().create_future()

@@ -4,7 +4,9 @@
 over the cap is discarded as it streams (memory stays bounded) and reported as
 :class:`Oversized`, so the connection can answer with an error and carry on.
 :class:`PipeWriter` writes whole lines to an asyncio write transport with back-pressure.
-Both have file-descriptor constructors for stdio and in-memory twins for tests.
+Both have file-descriptor constructors: :func:`open_stdio` for our own stdin/stdout (the
+agent), :func:`open_child` for a subprocess's (a client driving an agent); and in-memory
+twins for tests.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import collections
 import os
 import stat
 import sys
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 _HIGH_WATER = 256 * 1024  # bounds the backlog a cancel response waits behind
@@ -219,6 +221,7 @@ class PipeWriter:
             self._loop.remove_writer(self._fd)
             self._buf.clear()
         self._can_write.set()
+        self._file.close()  # a child reading the other end sees end of input
 
     def _finish_cut_line(self) -> None:
         """Write up to the end of the line that is partly out (blocking, bounded)."""
@@ -286,6 +289,33 @@ async def open_stdio(max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> tuple[LineRe
     stdout = os.fdopen(stdout_fd, "wb", buffering=0)
     writer: LineSink = PipeWriter(stdout) if _pollable(stdout_fd) else FdWriter(stdout)
     return reader, writer
+
+
+async def open_child(
+    program: str, *args: str, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, **kwargs: Any
+) -> tuple[asyncio.subprocess.Process, LineReader, PipeWriter]:
+    """Start ``program`` with its stdin and stdout on new pipes, and wire our ends to a
+    writer and a reader: the other side of :func:`open_stdio`. Other keyword arguments
+    (``stderr``, ``env``, ``cwd``...) go to :func:`asyncio.create_subprocess_exec`.
+    Closing the writer (``aclose``) ends the child's input."""
+    child_stdin, to_child = os.pipe()  # (read end, write end); not inheritable: only
+    from_child, child_stdout = os.pipe()  # the copies the child gets as fds 0 and 1 pass
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            program, *args, stdin=child_stdin, stdout=child_stdout, **kwargs
+        )
+    except BaseException:
+        os.close(to_child)
+        os.close(from_child)
+        raise
+    finally:  # the child has its own copies now
+        os.close(child_stdin)
+        os.close(child_stdout)
+    reader = LineReader(max_bytes)
+    await asyncio.get_running_loop().connect_read_pipe(
+        lambda: reader, os.fdopen(from_child, "rb", buffering=0)
+    )
+    return proc, reader, PipeWriter(os.fdopen(to_child, "wb", buffering=0))
 
 
 class MemoryPipe:
