@@ -68,7 +68,7 @@ class Agent:
             "session/prompt": Route(
                 t.PromptRequest,
                 guarded(prompting.prompt),
-                on_cancel=lambda p: prompting.cancel_prompt(rt, p),
+                on_cancel=lambda p, task: prompting.cancel_prompt(rt, p, task),
             ),
             "session/cancel": Route(t.CancelNotification, self.cancel, notification=True),
             "session/set_mode": Route(t.SetSessionModeRequest, guarded(options.set_mode)),

@@ -72,6 +72,8 @@ class Config(_Section, frozen=True):
     model_overrides: dict[str, ModelOverride] = {}
     limits: Limits = Limits()
     offline_script: str | None = None
+    keep_env: list[str] = []
+    """Variables passed to commands although they look like secrets (see ``childenv``)."""
 
     @property
     def provider(self) -> str:

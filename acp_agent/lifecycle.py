@@ -214,7 +214,7 @@ async def _store_new(
     try:
         session.log = await asyncio.to_thread(rt.store.create, head, records)
         session.stored_roots = (head.cwd, head.additional_directories)
-    except OSError as exc:
+    except OSError as exc:  # a taken id (practically never): this session is not stored
         log.warning("cannot store the session; it lives in memory only", error=str(exc))
 
 
@@ -328,11 +328,32 @@ def announce(rt: Runtime, session: Session) -> None:
 
 
 async def _announce(rt: Runtime, session: Session) -> None:
+    if session.log is not None:
+        session.log.watch(lambda error: rt.background(_saving(rt, session, error)))
     await send_commands(rt, session)
     while session.pending_notices:
         severity, title, description = session.pending_notices.pop(0)
         await rt.notify(session, severity, title, description, fallback=True)
     await session.emit(session.usage_update(rt.model_info_for(session.model).context_window))
+
+
+async def _saving(rt: Runtime, session: Session, error: OSError | None) -> None:
+    """Tell the user, once, that the session is not being saved, and, if so told, when it
+    is saved again. The conversation goes on either way."""
+    if error is not None and not session.unsaved_told:
+        session.unsaved_told = True
+        reason = error.strerror or str(error)
+        await rt.notify(
+            session,
+            "warning",
+            "This session is not being saved",
+            f"{reason}. The conversation goes on; everything is kept and saved as soon as "
+            "writing to the state directory works again.",
+            fallback=True,
+        )
+    elif error is None and session.unsaved_told:
+        session.unsaved_told = False
+        await rt.notify(session, "info", "This session is saved again", fallback=True)
 
 
 async def send_commands(rt: Runtime, session: Session) -> None:

@@ -52,11 +52,13 @@ async def prompt(rt: Runtime, p: t.PromptRequest) -> t.PromptResponse:
         session.end_turn(turn)
 
 
-def cancel_prompt(rt: Runtime, p: t.PromptRequest) -> None:
-    """``$/cancel_request`` naming a prompt: the turn answers ``cancelled``."""
+def cancel_prompt(rt: Runtime, p: t.PromptRequest, task: asyncio.Task[None]) -> None:
+    """``$/cancel_request`` naming one prompt: that prompt's turn (running or queued)
+    answers ``cancelled``; the session's other prompts go on (``session/cancel`` is the
+    one that cancels them all)."""
     session = rt.sessions.get(p.session_id)
     if session is not None:
-        session.cancel()
+        session.cancel_task(task)
 
 
 async def _run(rt: Runtime, session: Session, blocks: list[t.ContentBlock]) -> t.PromptResponse:

@@ -12,6 +12,7 @@ the store, tools, the turn engine) are imported on first use, never on the way t
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -137,6 +138,13 @@ class Runtime:
             return self._tools
         return Toolset([*self._tools.tools(), *session.mcp.tools()])
 
+    @functools.cached_property
+    def child_env(self) -> dict[str, str]:
+        """The environment of commands run for the model: ours without the secrets."""
+        from .childenv import child_environ
+
+        return child_environ(self.config)
+
     # ------------------------------------------------------------------ model requests
 
     @property
@@ -189,6 +197,7 @@ class Runtime:
             limits=TurnLimits(max_turn_requests=self.config.limits.max_turn_requests),
             notify=notify,
             before_request=before_request,
+            env=self.child_env,
         )
 
     # ------------------------------------------------------------------ telling the user

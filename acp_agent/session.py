@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -99,6 +100,7 @@ class Session:
         self.title: str | None = None
         self.first_prompt: str | None = None
         self.turns: list[Turn] = []
+        self._cancelled_early: weakref.WeakSet[asyncio.Task[object]] = weakref.WeakSet()
         self.lock = asyncio.Lock()
         self.log: SessionLog | None = None
         self.read_only = False
@@ -113,6 +115,8 @@ class Session:
         """Advisories to send once the client has the session (after the response)."""
         self.prompt_commands: dict[str, PromptCommand] = {}
         """User-defined slash commands (markdown files), loaded when the session opens."""
+        self.unsaved_told = False
+        """The user was told this session is not being saved (see ``lifecycle``)."""
         self.parent: Session | None = None
         """The session that spawned this one, if it is a subagent's (see ``subagents``)."""
 
@@ -292,8 +296,12 @@ class Session:
 
     def begin_turn(self) -> Turn:
         """Register the current task as a turn; call before the first ``await``."""
-        turn = Turn(asyncio.current_task())
+        task = asyncio.current_task()
+        turn = Turn(task)
         self.turns.append(turn)
+        if task is not None and task in self._cancelled_early:
+            self._cancelled_early.discard(task)
+            turn.cancel()  # ends at its first await, queued or not
         return turn
 
     def current_turn(self) -> Turn | None:
@@ -308,6 +316,15 @@ class Session:
     def cancel(self) -> None:
         for turn in list(self.turns):
             turn.cancel()
+
+    def cancel_task(self, task: asyncio.Task[object]) -> None:
+        """Cancel the one turn running (or queued) in ``task``; a task that has not begun
+        its turn yet begins it cancelled."""
+        for turn in list(self.turns):
+            if turn.task is task:
+                turn.cancel()
+                return
+        self._cancelled_early.add(task)
 
     @property
     def busy(self) -> bool:

@@ -19,8 +19,9 @@ exclusive ``flock`` on its log for as long as the session is open; other process
 still list and read (replay) it, but :meth:`Store.open` hands them no writer.
 
 Message and thought chunks are coalesced per ``messageId`` in memory and written as one
-record when the message ends, before any other record, and at least every
-:data:`FLUSH_INTERVAL` seconds while it streams: never a write per chunk.
+record when the message ends, before any other record, and while it streams at least
+every :data:`FLUSH_INTERVAL` (50 ms) or :data:`FLUSH_CHARS` (4,096 characters), whichever
+comes first: never a write per chunk, and a SIGKILL loses at most that much of a reply.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ import asyncio
 import base64
 import concurrent.futures
 import contextlib
+import errno
 import fcntl
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
@@ -53,7 +56,9 @@ from .records import (
     parse,
 )
 
-FLUSH_INTERVAL = 0.1
+FLUSH_INTERVAL = 0.05
+#: ... or once this many characters are buffered, whichever comes first.
+FLUSH_CHARS = 4096
 PAGE_SIZE = 50
 
 _Chunk: TypeAlias = t.AgentMessageChunk | t.AgentThoughtChunk
@@ -74,21 +79,34 @@ class SessionLog:
     Every write, ``fsync`` and index update is handed to the store's
     :class:`~acp_agent.diskwriter.DiskWriter` thread and never blocks the caller.
     Errors writing are logged, never raised: a full disk must not break the
-    conversation (``on_error`` hears of them, on the event loop, to tell the user).
+    conversation. What was not written waits in memory and goes out once writing works
+    again (:class:`~acp_agent.diskwriter.LogFile`); :meth:`watch` hears of both.
     """
 
-    def __init__(self, store: Store, fd: int, meta: Meta) -> None:
+    def __init__(self, store: Store, fd: int | None, meta: Meta, path: str | None = None) -> None:
         self.store = store
         self.meta = meta
-        self._file = LogFile(fd, meta.id, self._failed)
+        self._file = LogFile(fd, meta.id, self._failed, path=path)
         self._loop: asyncio.AbstractEventLoop | None = _running_loop()
         self._open = True
         self._chunk_type: type[_Chunk] | None = None
         self._chunk_id: str | None = None
         self._texts: list[str] = []
+        self._size = 0
         self._timer: asyncio.TimerHandle | None = None
-        self.on_error: Callable[[str, OSError | None], None] | None = None
-        """Called on the event loop when writing starts failing, or works again (None)."""
+        self._lock = threading.Lock()
+        self._handler: Callable[[OSError | None], None] | None = None
+        self._problem: OSError | None = None
+
+    def watch(self, handler: Callable[[OSError | None], None]) -> None:
+        """Call ``handler(error)`` on this event loop when saving fails, and
+        ``handler(None)`` when it works again; at once if it is failing already."""
+        with self._lock:
+            self._loop = asyncio.get_running_loop()
+            self._handler = handler
+            problem = self._problem
+        if problem is not None:
+            self._loop.call_soon(handler, problem)
 
     def append(self, record: Record) -> None:
         if self._texts:
@@ -114,11 +132,15 @@ class SessionLog:
             return
         if self._texts and type(update) is self._chunk_type and update.message_id == self._chunk_id:
             self._texts.append(content.text)
+            self._size += len(content.text)
+            if self._size >= FLUSH_CHARS:
+                self.flush()
             return
         if self._texts:
             self.flush()
         self._chunk_type, self._chunk_id = type(update), update.message_id
         self._texts = [content.text]
+        self._size = len(content.text)
         loop = self._loop or _running_loop()
         if loop is not None:  # no loop (a synchronous caller): flushed by the next record
             self._loop = loop
@@ -160,7 +182,9 @@ class SessionLog:
                 return  # deleted (by session/delete, maybe in another process): stay gone
             self.store.write_meta(meta)
         except OSError as exc:
-            self._file._fail("index", exc)
+            self._file.failed("index", exc)
+        else:
+            self._file.succeeded("index")
 
     def close(self) -> None:
         if not self._open:
@@ -180,10 +204,12 @@ class SessionLog:
             self.store.writer.submit(self._file.write, data)
 
     def _failed(self, what: str, exc: OSError | None) -> None:
-        """On the writer thread: pass the news to the loop."""
-        handler, loop = self.on_error, self._loop
+        """On the writer thread: remember, and pass the news to the loop."""
+        with self._lock:
+            self._problem = exc
+            handler, loop = self._handler, self._loop
         if handler is not None and loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(handler, what, exc)
+            loop.call_soon_threadsafe(handler, exc)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -213,24 +239,35 @@ class Store:
         return os.path.join(self.root, session_id + ".meta.json")
 
     def _ensure_dir(self) -> None:
+        """The state directory and ``sessions/`` in it, private to the user (0700)."""
         if not self._ready:
-            os.makedirs(self.root, mode=0o700, exist_ok=True)
+            for directory in (os.path.dirname(self.root), self.root):
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+                with contextlib.suppress(OSError):  # not ours to change: leave it
+                    if os.stat(directory).st_mode & 0o077:
+                        os.chmod(directory, 0o700)
             self._ready = True
 
     def create(self, header: Header, body: Sequence[Record] = ()) -> SessionLog:
-        """Create and own a new log holding ``header`` and ``body``. Raises ``OSError``."""
-        self._ensure_dir()
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL
-        fd = os.open(self.log_path(header.id), flags, 0o600)
+        """Create and own a new log holding ``header`` and ``body``. When the disk refuses
+        (read-only, full), the log is created by the first write that works, and the
+        records wait in memory meanwhile. Raises ``FileExistsError`` for a taken id."""
+        path = self.log_path(header.id)
+        fd: int | None = None
         try:
+            self._ensure_dir()
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise
+        except OSError as exc:
+            if fd is not None:
+                os.close(fd)
+            if exc.errno == errno.EEXIST:
+                raise
+            fd = None  # a read-only or full disk: created once writing works (LogFile)
         meta = meta_of(header.id, [header, *body]) or Meta(
             id=header.id, cwd=header.cwd, created_at=header.created_at, updated_at=header.created_at
         )
-        writer = SessionLog(self, fd, meta)
+        writer = SessionLog(self, fd, meta, path=path if fd is None else None)
         writer.extend([header, *body])
         if body and not all(isinstance(r, Settings) for r in body):
             writer.touch()  # a copied history: list it without reading it

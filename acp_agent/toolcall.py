@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import log
 from .conversation import TextPart, ToolCallPart, ToolResultMessage
-from .errors import ToolError
-from .permissions import REJECT_ALWAYS, REJECT_ONCE, decide, permission_options
+from .errors import RemoteError, ToolError
+from .permissions import ALLOW_ALWAYS, ALLOW_ONCE, decide, permission_options, scope_of
 from .protocol import UNSET
 from .protocol import types as t
 from .tools.base import CallInfo, Tool, ToolContext
@@ -81,6 +81,7 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
         client=ctx.client,
         tool_call_id=call_id,
         emit=session.emit,
+        env=ctx.env,
     )
     raw: dict[str, Any] = dict(call.arguments)
     if tool is None:
@@ -123,19 +124,23 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
     )
     if problem is not None:
         return await _fail(session, call, call_id, problem)
-    refusal = await _permit(ctx, tool, info, call_id, raw, tctx)
-    if refusal is not None:
-        return await _fail(session, call, call_id, refusal)
-
-    await session.emit(t.ToolCallUpdateSessionUpdate(tool_call_id=call_id, status="in_progress"))
-    try:
+    try:  # from here on, a cancel still ends the call visibly, before the turn's answer
+        refusal = await _permit(ctx, tool, info, call_id, raw, tctx)
+        if refusal is not None:
+            return await _fail(session, call, call_id, refusal)
+        await session.emit(
+            t.ToolCallUpdateSessionUpdate(tool_call_id=call_id, status="in_progress")
+        )
         out = await tool.run(args, tctx)
     except ToolError as exc:
         return await _fail(session, call, call_id, exc.message)
     except asyncio.CancelledError:
         await session.emit(
             t.ToolCallUpdateSessionUpdate(
-                tool_call_id=call_id, status="failed", content=[_text("Cancelled.")]
+                tool_call_id=call_id,
+                status="failed",
+                content=[_text("Cancelled.")],
+                raw_output={"error": "Cancelled."},
             )
         )
         raise
@@ -162,43 +167,62 @@ async def _permit(
     raw: dict[str, Any],
     tctx: ToolContext,
 ) -> str | None:
-    """``None`` when the call may run, else why it may not (the model reads it)."""
+    """``None`` when the call may run, else why it may not (the model reads it).
+
+    Each path is resolved once, here; the tool then works on what was checked
+    (``ToolContext.checked``)."""
     session = ctx.session
-    key = info.scope or tool.spec.name
+    real = [tctx.check(p) for p in info.paths]
+    inside = all(tctx.inside_roots(p) for p in real)
     mode = session.root.mode  # a subagent follows its parent's current mode
-    decision = decide(mode, info.access, all(tctx.inside_roots(p) for p in info.paths))
-    if decision == "ask":
-        decision = ctx.rules.lookup(key) or "ask"
+    decision = decide(mode, info.access, inside)
+    scope = scope_of(tool.spec.name, info, real, session.cwd, tctx.display) if inside else None
+    if decision == "ask" and scope is not None:
+        decision = ctx.rules.lookup(scope) or "ask"
     if decision == "deny":
         if mode == "plan":
             return "Refused: the session is in plan mode (read-only)."
         return "Refused: the user rejected this kind of call."
     if decision == "allow":
         return None
-    outcome = await ctx.client.request_permission(
-        session.id,
-        t.ToolCallUpdate(
-            tool_call_id=call_id,
-            title=info.title,
-            kind=tool.kind,
-            status="pending",
-            raw_input=raw,
-            locations=list(info.locations),
-        ),
-        permission_options(),
-    )
+    options = permission_options(scope)
+    title = info.title
+    links = [
+        r for p, r in zip(info.paths, real, strict=True) if r != p and not tctx.inside_roots(r)
+    ]
+    if links:  # the question says where links out of the roots lead: what would be touched
+        title += " (→ " + ", ".join(links) + ")"
+    try:
+        outcome = await ctx.client.request_permission(
+            session.id,
+            t.ToolCallUpdate(
+                tool_call_id=call_id,
+                title=title,
+                kind=tool.kind,
+                status="pending",
+                raw_input=raw,
+                locations=list(info.locations),
+            ),
+            options,
+        )
+    except RemoteError as exc:  # an error or a malformed answer: not a yes
+        log.warning("permission request failed; the call is not run", error=exc.message)
+        return f"Not run: the editor could not ask the user for permission ({exc.message})."
     if isinstance(outcome, t.CancelledRequestPermissionOutcome):
         turn = session.current_turn()
         if turn is None:
             raise asyncio.CancelledError
         turn.cancel()  # the client cancelled the turn: end it as a cancel
         await asyncio.sleep(0)
-    option = getattr(outcome, "option_id", REJECT_ONCE)
-    ctx.rules.remember(key, option)
-    if option.startswith("allow"):
+        raise asyncio.CancelledError
+    option = outcome.option_id
+    if option not in {o.option_id for o in options}:
+        log.warning("the editor chose an option that was not offered", option=option)
+        return f"Not run: the editor answered with an option that was not offered ({option!r})."
+    if scope is not None:
+        ctx.rules.remember(scope, option)
+    if option in (ALLOW_ONCE, ALLOW_ALWAYS):
         return None
-    if option not in (REJECT_ONCE, REJECT_ALWAYS):
-        log.warning("unknown permission option; treating as a rejection", option=option)
     return "The user rejected this tool call."
 
 

@@ -18,7 +18,7 @@ result). Only the prompt handler turns it into the ``cancelled`` stop reason.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -79,6 +79,8 @@ class TurnContext:
     notify: Notify | None = None
     before_request: Callable[[], Awaitable[None]] | None = None
     """Runs before every model request (compaction when the context is full)."""
+    env: Mapping[str, str] | None = None
+    """The environment of the commands tools start (the agent's, without its secrets)."""
 
 
 @dataclass(slots=True)

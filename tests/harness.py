@@ -170,6 +170,19 @@ class AgentProcess:
             raise ResponseError(response["error"])
         return response["result"]
 
+    async def sent_request(self, method: str, params: Any = None, *, id: Any = _AUTO
+                           ) -> asyncio.Future[dict[str, Any]]:
+        """Send a request now (it is on the wire when this returns); the future is its
+        response."""
+        request_id = next(self._ids) if id is _AUTO else id
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[_key(request_id)] = fut
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return fut
+
     def start_request(self, method: str, params: Any = None, *, id: Any = _AUTO,
                       timeout: float = 30.0) -> asyncio.Task[dict[str, Any]]:
         return asyncio.create_task(self.request_raw(method, params, id=id, timeout=timeout))

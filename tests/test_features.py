@@ -401,8 +401,8 @@ class TestRememberedPermissions:
         self, checker, state_dir, workspace, tmp_path
     ) -> None:
         echo = {"tool_call": {"name": "run_command", "arguments": {"command": "echo one"}}}
+        echo_again = {"tool_call": {"name": "run_command", "arguments": {"command": "echo  one"}}}
         echo2 = {"tool_call": {"name": "run_command", "arguments": {"command": "echo two"}}}
-        chained = {"tool_call": {"name": "run_command", "arguments": {"command": "echo a && echo b"}}}
         agent = _agent(checker, state_dir, tmp_path, [[echo], [{"text": "ok"}]])
         from .harness import select_kind
 
@@ -412,9 +412,20 @@ class TestRememberedPermissions:
             sid = await agent.new_session(workspace)
             await agent.prompt(sid, "x")
             assert len(agent.client_requests) == 1
-        # a new process, a new session in the same project: `echo` no longer asks, but a
-        # command with shell operators is not covered by the program-wide answer
-        again = _agent(checker, state_dir, tmp_path, [[echo2], [{"text": "ok"}], [chained], [{"text": "ok"}]])
+        # everything the agent keeps is private: directories 0700, files 0600
+        import stat
+
+        modes = {}
+        for root, _, files in os.walk(state_dir):
+            modes[root] = stat.S_IMODE(os.stat(root).st_mode)
+            for name in files:
+                modes[os.path.join(root, name)] = stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode)
+        assert len(modes) >= 6 and all(
+            mode == (0o700 if os.path.isdir(path) else 0o600) for path, mode in modes.items()
+        ), modes
+        # a new process, a new session in the same project: `echo one` no longer asks, but
+        # the answer covers exactly that command: `echo two` asks
+        again = _agent(checker, state_dir, tmp_path, [[echo_again], [{"text": "ok"}], [echo2], [{"text": "ok"}]])
         again.handlers["session/request_permission"] = select_kind("reject_once")
         async with again:
             await again.initialize()

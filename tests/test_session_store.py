@@ -37,7 +37,7 @@ from acp_agent.records import (
 )
 from acp_agent.replay import INTERRUPTED, draft_allowed, restore, transcript
 from acp_agent.session import Session, make_title
-from acp_agent.store import Store, valid_id
+from acp_agent.store import FLUSH_CHARS, Store, valid_id
 
 CWD = "/work/project"
 
@@ -122,7 +122,8 @@ def build_session(store: Store, sid: str, turns: int, cwd: str = CWD) -> None:
 
 class TestWriter:
     def test_chunks_coalesce_per_message(self, state_dir: str) -> None:
-        """A thousand chunks of one message are one record; a new id or kind starts another."""
+        """A thousand chunks of one message are a few records of at most FLUSH_CHARS (plus
+        one chunk) each; a new id or kind starts another."""
         store = Store(state_dir)
         writer = store.create(header())
         for i in range(3):
@@ -138,9 +139,16 @@ class TestWriter:
         )
         writer.close()
         updates = [r.update for r in records_of(store) if isinstance(r, Update)]
+        words = "".join(f"w{i} " for i in range(1000))
+        pieces = [u for u in updates if isinstance(u, t.AgentMessageChunk) and u.message_id == "m1"]
+        texts = [p.content.text for p in pieces]  # type: ignore[union-attr]
+        assert "".join(texts) == words and len(texts) == 2
+        assert all(len(text) <= FLUSH_CHARS + len("w999 ") for text in texts)
+        updates = [u for u in updates if u not in pieces[1:]]
+        pieces[0].content.text = words  # type: ignore[union-attr]
         assert updates == [
             chunk("t0 t1 t2 ", "m0", thought=True),
-            chunk("".join(f"w{i} " for i in range(1000))),
+            chunk(words),
             t.ToolCall(tool_call_id="call_1", title="x"),
             chunk("after", "m2"),
             t.AgentMessageChunk(

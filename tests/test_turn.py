@@ -170,6 +170,13 @@ class TestCancel:
             first_perm = next(i for i, m in enumerate(agent.messages)
                               if m.get("method") == "session/request_permission")
             assert first_call < first_perm
+            # the call's final state reached the client before the prompt's answer, as a
+            # reloaded session would show it
+            answer = next(i for i, m in enumerate(agent.messages) if m.get("result") == result)
+            (final,) = [m["params"]["update"] for m in agent.messages[:answer]
+                        if m.get("method") == "session/update"
+                        and m["params"]["update"]["sessionUpdate"] == "tool_call_update"]
+            assert final["status"] == "failed"
             # and the agent told the client it no longer needs the answer
             await agent.wait_for(lambda: any(m.get("method") == "$/cancel_request" for m in agent.messages))
             assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"
@@ -216,6 +223,28 @@ class TestCancel:
             await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
             await agent.notify("$/cancel_request", {"requestId": "p-1"})
             assert (await task)["result"]["stopReason"] == "cancelled"
+
+    async def test_cancel_request_cancels_only_the_prompt_it_names(self, scripted, session) -> None:
+        """$/cancel_request naming a queued prompt ends that one only (it was every turn
+        of the session); session/cancel still ends them all."""
+        agent = scripted([[{"text": "start "}, {"hang": True}], [{"text": "never"}]])
+        async with agent:
+            sid = await session(agent)
+
+            async def prompt(request_id: str) -> asyncio.Future[dict[str, Any]]:
+                params = {"sessionId": sid, "prompt": [{"type": "text", "text": request_id}]}
+                return await agent.sent_request("session/prompt", params, id=request_id)
+
+            running = await prompt("p-1")
+            await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
+            queued = await prompt("p-2")
+            await agent.notify("$/cancel_request", {"requestId": "p-2"})
+            assert (await queued)["result"]["stopReason"] == "cancelled"
+            await agent.request("session/list", {})  # a round trip: all earlier output is in
+            assert not running.done()
+            await agent.notify("session/cancel", {"sessionId": sid})
+            assert (await running)["result"]["stopReason"] == "cancelled"
+            assert text_of(agent, sid) == "start "
 
     async def test_queued_prompts_run_in_order_and_cancel_together(self, scripted, session) -> None:
         """A second prompt on a busy session waits; session/cancel ends both."""

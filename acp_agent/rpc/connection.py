@@ -41,7 +41,8 @@ CANCEL_REQUEST = "$/cancel_request"
 class Route(Generic[P]):
     """How to handle one method.
 
-    ``on_cancel`` lets a request handle ``$/cancel_request`` itself (it must still answer);
+    ``on_cancel(params, task)`` lets a request handle ``$/cancel_request`` itself (it must
+    still answer; ``task`` is the request's own handler task, to tell it from others);
     without it the handler task is cancelled and the request answered with -32800.
     """
 
@@ -52,7 +53,7 @@ class Route(Generic[P]):
         params_type: type[P],
         handler: Callable[[P], Awaitable[Any]],
         notification: bool = False,
-        on_cancel: Callable[[P], None] | None = None,
+        on_cancel: Callable[[P, asyncio.Task[None]], None] | None = None,
     ) -> None:
         self.params_type = params_type
         self.handler = handler
@@ -311,7 +312,7 @@ class Connection:
         if entry is None or entry.task.done():
             return  # already answered: nothing more to send
         if entry.route.on_cancel is not None:
-            entry.route.on_cancel(entry.params)
+            entry.route.on_cancel(entry.params, entry.task)
         else:
             entry.cancel_requested = True
             entry.task.cancel()

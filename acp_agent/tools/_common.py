@@ -13,6 +13,7 @@ from msgspec import Meta
 
 from ..errors import RemoteError, ToolError
 from ..protocol import types as t
+from ._safe import read_checked, write_checked
 from .base import ToolContext
 
 #: Directories the walking tools (glob, grep) never descend into.
@@ -58,11 +59,11 @@ def short(text: str, limit: int = 80) -> str:
 # ------------------------------------------------------------------------ files
 
 
-def _read_local(path: str, strict: bool = True) -> str | None:
-    """The file's text, or ``None`` when it does not exist; ``strict``: refuse non-UTF-8."""
+def _read_local(path: str, real: str, strict: bool = True) -> str | None:
+    """The text of ``real`` (the checked form of ``path``), or ``None`` when it does not
+    exist; ``strict``: refuse non-UTF-8."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_checked(real)
     except FileNotFoundError:
         return None
     except IsADirectoryError:
@@ -75,13 +76,12 @@ def _read_local(path: str, strict: bool = True) -> str | None:
         raise ToolError(f"{path} is not UTF-8 text") from None
 
 
-def _write_local(path: str, content: str) -> None:
-    if os.path.isdir(path):
+def _write_local(path: str, real: str, content: str) -> None:
+    if os.path.isdir(real):
         raise ToolError(f"{path} is a directory, not a file")
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8", newline="") as fh:
-            fh.write(content)
+        os.makedirs(os.path.dirname(real), exist_ok=True)
+        write_checked(real, content.encode("utf-8"))
     except OSError as exc:
         raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -104,9 +104,9 @@ async def read_text(ctx: ToolContext, path: str, *, missing_ok: bool = False) ->
             return str(response.content)
         except RemoteError as exc:
             if missing_ok:
-                return await asyncio.to_thread(_read_local, path, False)
+                return await asyncio.to_thread(_read_local, path, ctx.real(path), False)
             raise ToolError(f"the editor could not read {path}: {exc.message}") from None
-    text = await asyncio.to_thread(_read_local, path, not missing_ok)
+    text = await asyncio.to_thread(_read_local, path, ctx.real(path), not missing_ok)
     if text is None and not missing_ok:
         raise ToolError(f"file not found: {path}")
     return text
@@ -125,15 +125,12 @@ async def write_text(ctx: ToolContext, path: str, content: str) -> None:
         except RemoteError as exc:
             raise ToolError(f"the editor could not write {path}: {exc.message}") from None
         return
-    await asyncio.to_thread(_write_local, path, content)
+    await asyncio.to_thread(_write_local, path, ctx.real(path), content)
 
 
-def is_binary(path: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return b"\0" in fh.read(SNIFF_BYTES)
-    except OSError:
-        return True
+def is_binary(data: bytes) -> bool:
+    """Whether the first bytes of a file look binary (a NUL among them)."""
+    return b"\0" in data[:SNIFF_BYTES]
 
 
 # ------------------------------------------------------------------------ globs

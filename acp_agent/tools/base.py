@@ -2,8 +2,8 @@
 
 A call goes ``parse`` (the model's JSON object -> typed arguments, or a
 :class:`~acp_agent.errors.ToolError` the model reads) -> ``describe`` (title, locations,
-the access it needs and the scope an "always" answer would cover: everything the user
-and the permission policy see before it runs) -> ``run``. A tool knows nothing of
+the access it needs, the paths and command it touches: everything the user and the
+permission policy see before it runs) -> ``run``. A tool knows nothing of
 providers; it reaches the editor only through the :class:`~acp_agent.client.Client` in
 its :class:`ToolContext` and reports a :class:`ToolOutput`: ACP content for the user,
 text (and images) for the model.
@@ -44,25 +44,46 @@ class ToolContext:
     tool_call_id: str
     emit: Callable[[t.SessionUpdate], Awaitable[None]]
     """Send a session update for this session (progress, plans)."""
+    env: Mapping[str, str] | None = None
+    """The environment of processes started for the model (``None``: inherit ours);
+    the turn passes it without the agent's secrets (see ``childenv``)."""
+    checked: dict[str, str] = field(default_factory=dict)
+    """Each path the permission policy judged -> the real path it judged (symlinks
+    resolved once): the tool operates on that, not on a fresh resolution."""
 
     def resolve(self, path: str) -> str:
         """An absolute, normalised path; relative paths resolve against the session cwd."""
+        if "\0" in path:
+            raise ToolError("a path must not contain a NUL character")
         return os.path.normpath(path if os.path.isabs(path) else os.path.join(self.cwd, path))
+
+    def check(self, path: str) -> str:
+        """Resolve ``path`` once (symlinks included) and remember what was checked."""
+        real = self.checked.get(path)
+        if real is None:
+            real = self.checked[path] = os.path.realpath(self.resolve(path))
+        return real
+
+    def real(self, path: str) -> str:
+        """The real path to operate on: the one checked, else resolved now."""
+        resolved = self.resolve(path)
+        return self.checked.get(resolved) or os.path.realpath(resolved)
 
     def inside_roots(self, path: str) -> bool:
         """Whether ``path`` (after resolving symlinks) lies inside the session's roots."""
-        real = os.path.realpath(self.resolve(path))
-        for root in self.roots:
-            r = os.path.realpath(root)
-            if real == r or real.startswith(r.rstrip(os.sep) + os.sep):
-                return True
-        return False
+        real = self.real(path)
+        return any(within(real, os.path.realpath(root)) for root in self.roots)
 
     def display(self, path: str) -> str:
         """Project-relative form of ``path`` for titles."""
         abs_path = self.resolve(path)
         rel = os.path.relpath(abs_path, self.cwd)
         return abs_path if rel.startswith("..") else rel
+
+
+def within(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or lies below it (both absolute and real)."""
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +95,8 @@ class CallInfo:
     paths: tuple[str, ...] = ()
     """The absolute paths it touches (judged against the session's roots)."""
     locations: tuple[t.ToolCallLocation, ...] = ()
-    scope: str | None = None
-    """What an "always" answer remembers for this call; ``None``: the tool's name."""
+    command: str | None = None
+    """The command line it runs, if it runs one (an "always" answer covers exactly it)."""
 
 
 @dataclass(slots=True)

@@ -3,7 +3,6 @@ watches live output), else in a local subprocess in its own process group."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Annotated, Any
 
 from msgspec import Meta
@@ -16,17 +15,6 @@ from .terminal import run_terminal
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 30 * 60_000
-
-
-_SHELL_OPERATORS = frozenset(";&|$`()<>\n")
-
-
-def _first_word(command: str) -> str:
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    return words[0] if words else ""
 
 
 def _status(r: CommandResult, timeout: float) -> str:
@@ -62,7 +50,7 @@ class RunCommand(BuiltinTool[RunCommandArgs]):
         cwd = ctx.resolve(args.cwd or ".")
         if cwd != ctx.resolve(ctx.cwd):
             title += f" in {ctx.display(cwd)}"
-        return CallInfo(title, "execute", (cwd,), scope=permission_scope(args.command))
+        return CallInfo(title, "execute", (cwd,), command=args.command)
 
     async def run(self, args: RunCommandArgs, ctx: ToolContext) -> ToolOutput:
         command = args.command
@@ -71,7 +59,7 @@ class RunCommand(BuiltinTool[RunCommandArgs]):
         if ctx.client.allows("terminal/create"):
             result = await run_terminal(ctx, command, cwd, timeout)
         else:
-            result = await run_local(command, cwd, timeout)
+            result = await run_local(command, cwd, timeout, ctx.env)
         status = _status(result, timeout)
         body = result.output.rstrip("\n") or "(no output)"
         raw = {"exitCode": result.exit_code, "signal": result.signal, "output": result.output,
@@ -83,16 +71,6 @@ class RunCommand(BuiltinTool[RunCommandArgs]):
             fence = "```" + "`" * _longest_backticks(body)
             content = [text_content(f"{fence}\n{body}\n{fence}\n{status}")]
         return ToolOutput(text=f"{body}\n\n{status}", content=content, raw_output=raw)
-
-
-def permission_scope(command: str) -> str:
-    """``run_command:<program>`` for a plain command; a command with shell operators
-    (``git status && rm -rf ~``) is only ever remembered as that exact command."""
-    command = command.strip()
-    if any(ch in command for ch in _SHELL_OPERATORS):
-        return f"run_command$ {command}"
-    word = _first_word(command)
-    return f"run_command:{word}" if word else "run_command"
 
 
 def _longest_backticks(text: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from typing import Annotated
 
@@ -12,7 +13,8 @@ from msgspec import UNSET, Meta, UnsetType
 
 from ..errors import RemoteError, ToolError
 from ..protocol import types as t
-from ._common import PathArg, is_binary, read_text, write_text
+from ._common import SNIFF_BYTES, PathArg, is_binary, read_text, write_text
+from ._safe import open_checked
 from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 
 #: Upper bound of read_file's output (characters, ~bytes for code).
@@ -41,21 +43,30 @@ def _numbered(lines: Iterable[str], start: int, limit: int | None) -> tuple[list
     return out, last, False
 
 
-def _read_numbered_local(path: str, offset: int, limit: int | None) -> tuple[str, int, int, bool]:
-    if not os.path.lexists(path):
-        raise ToolError(f"file not found: {path}")
-    if os.path.isdir(path):
-        raise ToolError(f"{path} is a directory; use list_directory")
-    if is_binary(path):
-        size = os.path.getsize(path)
-        return f"({path} is a binary file of {size} bytes; not shown)", offset, offset - 1, False
+def _read_numbered_local(
+    path: str, real: str, offset: int, limit: int | None
+) -> tuple[str, int, int, bool]:
     try:
-        with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        fd = open_checked(real, os.O_RDONLY)
+    except FileNotFoundError:
+        raise ToolError(f"file not found: {path}") from None
+    except OSError as exc:
+        raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{path} is a directory; use list_directory")
+        if is_binary(os.pread(fd, SNIFF_BYTES, 0)):
+            text = f"({path} is a binary file of {info.st_size} bytes; not shown)"
+            return text, offset, offset - 1, False
+        with os.fdopen(fd, encoding="utf-8", errors="replace", newline="", closefd=False) as fh:
             lines = _skip(fh, offset - 1)
             entries, last, cut = _numbered(lines, offset, limit)
             more = cut or next(lines, None) is not None
     except OSError as exc:
         raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     return _render(entries, offset, last, cut, more), offset, last, cut
 
 
@@ -131,7 +142,7 @@ class ReadFile(BuiltinTool[ReadFileArgs]):
             text = _render(entries, offset, last, cut, False)
         else:
             text, offset, last, cut = await asyncio.to_thread(
-                _read_numbered_local, path, offset, limit)
+                _read_numbered_local, path, ctx.real(path), offset, limit)
         return ToolOutput(
             text=text,
             raw_output={"path": path, "firstLine": offset, "lastLine": last, "truncated": cut},

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, TypeVar
@@ -14,8 +15,17 @@ from msgspec import Meta
 
 from ..errors import ToolError
 from ..protocol import types as t
-from ._common import SKIP_DIRS, glob_regex, is_binary, short, split_glob
-from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
+from ._common import SKIP_DIRS, SNIFF_BYTES, glob_regex, is_binary, short, split_glob
+from ._safe import open_checked
+from .base import (
+    Arguments,
+    BuiltinTool,
+    CallInfo,
+    ToolContext,
+    ToolKind,
+    ToolOutput,
+    within,
+)
 
 MAX_LIST_ENTRIES = 1000
 MAX_GLOB_RESULTS = 500
@@ -168,11 +178,24 @@ class Glob(BuiltinTool[GlobArgs]):
 Match = tuple[str, int, str]
 
 
-def _grep_file(path: str, regex: re.Pattern[str], out: list[Match], stop: threading.Event) -> None:
+def _grep_file(path: str, regex: re.Pattern[str], out: list[Match], stop: threading.Event,
+               roots: list[str]) -> None:  # fmt: skip
+    """Search one file; a symlink is followed only to a file inside the roots, and the
+    file opened is the one checked (``open_checked``), never a link swapped in."""
+    real = os.path.realpath(path)
+    if not any(within(real, root) for root in roots):
+        return
     try:
-        if os.path.getsize(path) > MAX_GREP_FILE_BYTES or is_binary(path):
+        fd = open_checked(real, os.O_RDONLY)
+    except (OSError, ToolError):
+        return
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_GREP_FILE_BYTES:
             return
-        with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        if is_binary(os.pread(fd, SNIFF_BYTES, 0)):
+            return
+        with os.fdopen(fd, encoding="utf-8", errors="replace", newline="", closefd=False) as fh:
             for n, line in enumerate(fh, 1):
                 if regex.search(line):
                     out.append((path, n, line.rstrip("\r\n")))
@@ -180,25 +203,32 @@ def _grep_file(path: str, regex: re.Pattern[str], out: list[Match], stop: thread
                         return
     except OSError:
         return
+    finally:
+        os.close(fd)
 
 
-def _grep(stop: threading.Event, base: str, regex: re.Pattern[str], glob: str | None
-          ) -> tuple[list[Match], int]:
+def _grep(stop: threading.Event, base: str, real: str, regex: re.Pattern[str],
+          glob: str | None, allowed: list[str]) -> tuple[list[Match], int]:  # fmt: skip
+    """Search ``real`` (the checked form of ``base``); matches name paths under ``base``.
+    Links lead only into ``allowed`` (the roots and the checked base)."""
     matches: list[Match] = []
-    if os.path.isfile(base):
-        _grep_file(base, regex, matches, stop)
-        return matches, 1
-    _check_dir(base)
+    if os.path.isfile(real):
+        _grep_file(real, regex, matches, stop, allowed)
+        return [(base, n, text) for _, n, text in matches], 1
+    _check_dir(real)
     file_re = glob_regex(glob) if glob else None
     by_name = glob is not None and "/" not in glob
     files = 0
-    for abs_path, rel, is_dir in _walk(base, stop):
+    for abs_path, rel, is_dir in _walk(real, stop):
         if is_dir:
             continue
         if file_re is not None and not file_re.match(rel.rsplit("/", 1)[-1] if by_name else rel):
             continue
         files += 1
-        _grep_file(abs_path, regex, matches, stop)
+        found: list[Match] = []
+        _grep_file(abs_path, regex, found, stop, allowed)
+        shown = os.path.join(base, *rel.split("/"))
+        matches += [(shown, n, text) for _, n, text in found]
         if len(matches) > MAX_GREP_MATCHES:
             break
     return matches, files
@@ -237,9 +267,11 @@ class Grep(BuiltinTool[GrepArgs]):
         except re.error as exc:
             raise ToolError(f"invalid regular expression: {exc}") from None
         base = ctx.resolve(args.path or ".")
-        if not os.path.exists(base):
+        real = ctx.real(base)
+        if not os.path.exists(real):
             raise ToolError(f"path not found: {base}")
-        matches, files = await _in_thread(_grep, base, regex, args.glob or None)
+        allowed = [os.path.realpath(root) for root in ctx.roots] + [real]
+        matches, files = await _in_thread(_grep, base, real, regex, args.glob or None, allowed)
         more = len(matches) > MAX_GREP_MATCHES
         matches = matches[:MAX_GREP_MATCHES]
         lines = []

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import ToolError
@@ -87,14 +88,16 @@ async def _pump(stream: asyncio.StreamReader, capture: Capture) -> None:
         capture.feed(chunk)
 
 
-async def run_local(command: str, cwd: str, timeout: float) -> CommandResult:
+async def run_local(
+    command: str, cwd: str, timeout: float, env: Mapping[str, str] | None = None
+) -> CommandResult:
     if not os.path.isdir(cwd):
         raise ToolError(f"working directory not found: {cwd}")
     try:
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", command, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=True, env=env,
         )
     except OSError as exc:
         raise ToolError(f"cannot start the command: {exc}") from None

@@ -95,7 +95,7 @@ async def test_annotations_map_to_kind_and_permission_access(shared, tmp_path):
     echo = tools["mcp__local__echo"]
     info = echo.describe(echo.parse({"text": "x"}), ctx)
     assert info.title == "echo (local MCP)"
-    assert info.scope is None and echo.spec.name == "mcp__local__echo"  # "always" = the tool
+    assert info.command is None and echo.spec.name == "mcp__local__echo"  # "always": the tool
     assert info.locations == () and info.paths == ()
 
 

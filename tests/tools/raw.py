@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from acp_agent.permissions import Scope, scope_of
 from acp_agent.protocol import types as t
 from acp_agent.tools.base import CallInfo, Tool, ToolContext, ToolOutput
 
@@ -34,6 +35,8 @@ class Raw:
     def locations(self, raw: Mapping[str, Any], ctx: ToolContext) -> list[t.ToolCallLocation]:
         return list(self.describe(raw, ctx).locations)
 
-    def scope(self, raw: Mapping[str, Any], ctx: ToolContext) -> str:
-        """What an "always" answer to this call would remember."""
-        return self.describe(raw, ctx).scope or self.spec.name
+    def scope(self, raw: Mapping[str, Any], ctx: ToolContext) -> Scope | None:
+        """What an "always" answer to this call would cover (as the policy computes it)."""
+        info = self.describe(raw, ctx)
+        real = [ctx.check(p) for p in info.paths]
+        return scope_of(self.spec.name, info, real, ctx.cwd, ctx.display)

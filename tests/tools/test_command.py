@@ -64,9 +64,18 @@ def test_title_access_permission_key(ws: Path, fake) -> None:
     assert run.kind == "execute"
     assert run.access({"command": "ls"}, ctx) == ("execute", [str(ws)])
     assert run.access({"command": "ls", "cwd": "src"}, ctx) == ("execute", [str(ws / "src")])
-    assert run.scope({"command": "git status --short"}, ctx) == "run_command:git"
-    assert run.scope({"command": "  'my tool' --x"}, ctx) == "run_command:my tool"
-    assert run.scope({"command": "echo 'unbalanced"}, ctx) == "run_command:echo"
+    def covers(command: str, cwd: str = "") -> tuple[str, str]:
+        scope = run.scope({"command": command, "cwd": cwd}, ctx)
+        assert scope is not None and scope.kind == "command"
+        return scope.target.split("\0")[1], scope.label
+
+    # exactly that program with exactly those arguments, in that directory
+    assert covers("git status --short") == ("git status --short", "`git status --short`")
+    assert covers("  'my tool'   --x") == ("'my tool' --x", "`'my tool' --x`")  # shlex-normal
+    assert covers("ls", "src") == ("ls", "`ls` in src")
+    assert covers("echo 'unbalanced") == ("echo 'unbalanced", "`echo 'unbalanced`")  # as typed
+    assert covers("ls && rm -rf ~") == ("ls && rm -rf ~", "`ls && rm -rf ~`")
+    assert run.scope({"command": "ls"}, ctx) != run.scope({"command": "ls", "cwd": "src"}, ctx)
     with pytest.raises(ToolError):
         run.access({}, ctx)
 

@@ -36,7 +36,8 @@ async def test_update_plan_emits_complete_plan(ws: Path, fake) -> None:
     assert plan.kind == "think"
     assert plan.access({"entries": ENTRIES}, ctx) == ("none", [])
     assert plan.title({"entries": ENTRIES}, ctx) == "Update plan"
-    assert plan.scope({"entries": ENTRIES}, ctx) == "update_plan"
+    scope = plan.scope({"entries": ENTRIES}, ctx)
+    assert scope is not None and scope.key == "tool:update_plan"
 
 
 @pytest.mark.parametrize("entries, message", [
