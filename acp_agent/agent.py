@@ -96,6 +96,11 @@ class Agent:
                     fork=t.SessionForkCapabilities(),
                     resume=t.SessionResumeCapabilities(),
                     close=t.SessionCloseCapabilities(),
+                    system_prompt=t.SessionSystemPromptCapabilities(
+                        mode=t.SessionSystemPromptModeCapabilities(
+                            override=t.SessionSystemPromptOverrideCapabilities()
+                        )
+                    ),
                 ),
             ),
             auth_methods=[auth.auth_method(self.config)],

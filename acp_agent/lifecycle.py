@@ -25,6 +25,7 @@ from .protocol import UNSET, UnsetType
 from .protocol import types as t
 
 if TYPE_CHECKING:
+    from .instructions import ClientPrompt
     from .records import Record
     from .replay import State
     from .runtime import Runtime
@@ -39,6 +40,7 @@ async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionRespon
 
     require_key(rt.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
+    prompt = client_prompt(p.system_prompt)
     session = Session(
         id=new_session_id(),
         cwd=cwd,
@@ -49,6 +51,8 @@ async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionRespon
         additional_directories=directories,
     )
     await _store_new(rt, session)
+    if prompt is not None:
+        session.set_client_prompt(prompt)
     await _opened(rt, session, p.mcp_servers)
     return t.NewSessionResponse(
         session_id=session.id, modes=modes(session), config_options=config_options(rt, session)
@@ -60,7 +64,10 @@ async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionRes
 
     require_key(rt.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
+    prompt = client_prompt(p.system_prompt)
     session, records = await _open(rt, p.session_id, cwd, directories, read=True)
+    if prompt is not None:
+        session.set_client_prompt(prompt)
     caps = rt.client.capabilities
     updates = transcript(records, lambda u: draft_allowed(u, caps), live=session.read_only)
     await _register(rt, session, p.mcp_servers)
@@ -72,7 +79,10 @@ async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionRes
 async def resume_session(rt: Runtime, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
     require_key(rt.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
+    prompt = client_prompt(p.system_prompt)
     session, _ = await _open(rt, p.session_id, cwd, directories, read=False)
+    if prompt is not None:
+        session.set_client_prompt(prompt)
     await _opened(rt, session, p.mcp_servers)
     return t.ResumeSessionResponse(
         modes=modes(session), config_options=config_options(rt, session)
@@ -86,6 +96,7 @@ async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionRes
 
     require_key(rt.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
+    prompt = client_prompt(p.system_prompt)
     source = rt.sessions.get(p.session_id)
     if source is not None:
         source.flush()
@@ -98,6 +109,8 @@ async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionRes
     body = [r for r in records if not isinstance(r, Header | Roots)]
     session = _restored(rt, new_session_id(), restore(body), cwd, directories)
     await _store_new(rt, session, body, forked_from=p.session_id)
+    if prompt is not None:
+        session.set_client_prompt(prompt)
     await _opened(rt, session, p.mcp_servers)
     return t.ForkSessionResponse(
         session_id=session.id, modes=modes(session), config_options=config_options(rt, session)
@@ -178,6 +191,31 @@ async def take_over(rt: Runtime, session: Session) -> None:
     session.restore(restore(records))  # it may have gone on over there
     session.log, session.read_only = writer, False
     session.set_mode(session.mode)  # keep what this client chose meanwhile
+
+
+def client_prompt(value: t.SystemPrompt | UnsetType | None) -> ClientPrompt | None:
+    """A lifecycle request's ``systemPrompt``, checked before anything is created:
+    ``append`` and ``override`` of text blocks; anything else is -32602."""
+    from .instructions import ClientPrompt
+
+    if value is None or isinstance(value, UnsetType):
+        return None
+    if value.mode not in ("append", "override"):
+        raise InvalidParams(
+            f"Invalid params: system prompt mode {value.mode!r} is not supported"
+            " (append, override) - at `$.systemPrompt.mode`"
+        )
+    if not value.content:
+        raise InvalidParams("Invalid params: an empty system prompt - at `$.systemPrompt.content`")
+    texts: list[str] = []
+    for i, block in enumerate(value.content):
+        if not isinstance(block, t.TextContent):
+            raise InvalidParams(
+                f"Invalid params: system prompts take text blocks only, got {type(block).__name__}"
+                f" - at `$.systemPrompt.content[{i}]`"
+            )
+        texts.append(block.text)
+    return ClientPrompt(value.mode, "\n\n".join(texts).strip())
 
 
 def roots(cwd: str, directories: list[str] | UnsetType) -> tuple[str, list[str]]:

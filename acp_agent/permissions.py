@@ -57,6 +57,16 @@ REJECT_ONCE = "reject_once"
 REJECT_ALWAYS = "reject_always"
 
 
+#: Tool kinds plan mode offers the model (``think``: the plans); subagents too, since
+#: they follow their parent's mode.
+PLAN_KINDS = frozenset({"read", "search", "think", "fetch"})
+
+
+def offered(mode: str, kind: str, name: str) -> bool:
+    """Whether a tool is offered to the model in ``mode`` (plan mode: only reading)."""
+    return mode != "plan" or kind in PLAN_KINDS or name == "spawn_agent"
+
+
 def decide(mode: str, access: Access, inside: bool) -> Decision:
     if access == "none" or mode == "bypass":
         return "allow"

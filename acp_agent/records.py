@@ -81,6 +81,13 @@ class Settings(_Record, tag="settings"):
     thinking: str | None = None  # None: the configured default
 
 
+class Instructions(_Record, tag="instructions"):
+    """The client's ``systemPrompt`` for the session (``append`` or ``override``)."""
+
+    mode: str
+    text: str
+
+
 class UsageTotals(_Record, tag="usage"):
     context_tokens: int
     input_tokens: int
@@ -106,6 +113,7 @@ Record: TypeAlias = (
     | TruncateHistory
     | ReplaceHistory
     | Settings
+    | Instructions
     | UsageTotals
     | Roots
     | TurnEnd

@@ -26,6 +26,7 @@ from .protocol import types as t
 from .records import (
     AddMessage,
     Header,
+    Instructions,
     Prompt,
     Record,
     ReplaceHistory,
@@ -83,6 +84,7 @@ class State:
     mode: str | None = None
     model: str | None = None
     thinking: str | None = None
+    instructions: Instructions | None = None
     usage: UsageTotals = field(
         default_factory=lambda: UsageTotals(context_tokens=0, input_tokens=0, output_tokens=0)
     )
@@ -141,6 +143,8 @@ def restore(records: Iterable[Record]) -> State:
             state.thinking = record.thinking
         elif isinstance(record, UsageTotals):
             state.usage = record
+        elif isinstance(record, Instructions):
+            state.instructions = record
         elif isinstance(record, TurnEnd):
             in_turn = False
         elif isinstance(record, Roots):

@@ -129,7 +129,8 @@ class Runtime:
         return rules
 
     def tools_for(self, session: Session) -> Toolset:
-        """The built-in tools and the session's MCP tools."""
+        """The built-in tools and the session's MCP tools (which of them the model is
+        offered depends on the mode: ``permissions.offered``)."""
         from .tools import Toolset, builtin_tools
 
         if self._tools is None:
@@ -177,13 +178,17 @@ class Runtime:
         """Everything a turn of ``session`` needs (``client``: the editor as this
         session sees it; a subagent's view differs)."""
         from .compaction import maybe_compact
-        from .instructions import system_prompt
+        from .conversation import TextPart, UserMessage
+        from .instructions import mode_note, system_prompt
         from .turn import TurnContext, TurnLimits
 
         async def notify(severity: str, title: str, description: str | None) -> None:
             await self.notify(session, severity, title, description)
 
         async def before_request() -> None:
+            note = mode_note(session)  # the mode changed since the model was told
+            if note is not None:
+                session.add_message(UserMessage([TextPart(note)]))
             await maybe_compact(self, session)
 
         return TurnContext(
@@ -193,7 +198,7 @@ class Runtime:
             model=self.model_info_for(session.model),
             tools=self.tools_for(session),
             rules=await self.rules_for(session),
-            system=system_prompt(session, self.config.system_prompt),
+            system=await system_prompt(session, configured=self.config.system_prompt),
             limits=TurnLimits(max_turn_requests=self.config.limits.max_turn_requests),
             notify=notify,
             before_request=before_request,

@@ -27,6 +27,7 @@ from .protocol import UNSET
 from .protocol import types as t
 from .records import (
     AddMessage,
+    Instructions,
     Prompt,
     ReplaceHistory,
     Roots,
@@ -42,6 +43,7 @@ from .store import SessionLog
 
 if TYPE_CHECKING:
     from .commands import PromptCommand
+    from .instructions import ClientPrompt
     from .mcp import McpHub
 
 Emit = Callable[[str, t.SessionUpdate], Awaitable[None]]
@@ -115,6 +117,12 @@ class Session:
         """Advisories to send once the client has the session (after the response)."""
         self.prompt_commands: dict[str, PromptCommand] = {}
         """User-defined slash commands (markdown files), loaded when the session opens."""
+        self.client_prompt: ClientPrompt | None = None
+        """The client's ``systemPrompt`` (see ``instructions``)."""
+        self.system_text: str | None = None
+        """The system prompt, built on first use and kept (see ``instructions``)."""
+        self.told_mode: str | None = None
+        """The mode the model was last told of."""
         self.unsaved_told = False
         """The user was told this session is not being saved (see ``lifecycle``)."""
         self.parent: Session | None = None
@@ -131,6 +139,10 @@ class Session:
         self._saved_usage = (u.context_tokens, u.input_tokens, u.output_tokens, u.cost)
         if state.cwd:
             self.stored_roots = (state.cwd, list(state.additional_directories))
+        if state.instructions is not None:
+            from .instructions import ClientPrompt
+
+            self.client_prompt = ClientPrompt(state.instructions.mode, state.instructions.text)
         self._tool_ids = itertools.count(state.next_tool_id)
         self._message_ids = itertools.count(state.next_message_id)
 
@@ -255,6 +267,13 @@ class Session:
     def set_thinking(self, level: str) -> None:
         self.thinking = level
         self._record_settings()
+
+    def set_client_prompt(self, prompt: ClientPrompt | None) -> None:
+        """The client's ``systemPrompt`` from a lifecycle request (kept in the log)."""
+        self.client_prompt = prompt
+        self.system_text = None  # rebuilt for the next request
+        if prompt is not None and self.log is not None:
+            self.log.append(Instructions(mode=prompt.mode, text=prompt.text))
 
     def settings_record(self) -> Settings:
         return Settings(mode=self.mode, model=self.model, thinking=self.thinking)

@@ -32,6 +32,7 @@ from .conversation import (
     UserMessage,
 )
 from .errors import ProviderStreamError
+from .permissions import offered
 from .protocol import types as t
 from .providers.base import (
     Finished,
@@ -129,10 +130,11 @@ async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
 def request_of(ctx: TurnContext) -> ModelRequest:
     session = ctx.session
     thinking = session.thinking if session.thinking in THINKING_LEVELS else "off"
+    mode = session.root.mode
     return ModelRequest(
         system=ctx.system,
         messages=list(session.history),
-        tools=ctx.tools.specs(),
+        tools=[t.spec for t in ctx.tools.tools() if offered(mode, t.kind, t.spec.name)],
         thinking=thinking,  # type: ignore[arg-type]
         max_tokens=ctx.model.max_output_tokens,
     )

@@ -157,7 +157,9 @@ class TestCapabilities:
                 "fork",
                 "resume",
                 "close",
+                "systemPrompt",
             }
+            assert caps["sessionCapabilities"]["systemPrompt"] == {"mode": {"override": {}}}
 
 
 class TestLoad:

@@ -239,13 +239,18 @@ class _EventAssembler:
 
 
 def to_anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """History as Messages API turns; consecutive tool results merge into one user turn."""
+    """History as Messages API turns: roles alternate, so consecutive tool results and
+    user messages merge into one user turn (tool results first, as the API wants)."""
     out: list[dict[str, Any]] = []
     results: list[dict[str, Any]] | None = None  # the open user turn of tool results
     for message in request.messages:
         if isinstance(message, UserMessage):
             results = None
-            out.append({"role": "user", "content": _content(message.parts)})
+            content = _content(message.parts)
+            if out and out[-1]["role"] == "user":
+                out[-1]["content"] = [*out[-1]["content"], *content]
+            else:
+                out.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
             results = None
             content = _assistant_content(message)

@@ -335,7 +335,8 @@ async def test_cancelling_the_consumer_closes_the_connection(
 @pytest.mark.asyncio
 async def test_history_conversion(server: FakeLLMServer, provider: AnthropicProvider) -> None:
     """Signed thinking and redacted thinking go back verbatim, unsigned thinking is dropped,
-    consecutive tool results merge into one user turn, images are base64 sources."""
+    consecutive tool results and a user message after them merge into one user turn
+    (results first), images are base64 sources."""
     image = ImagePart("aGVsbG8=", "image/png")
     history: list[Message] = [
         UserMessage([TextPart("Look:"), image]),
@@ -377,9 +378,9 @@ async def test_history_conversion(server: FakeLLMServer, provider: AnthropicProv
                 {"type": "tool_result", "tool_use_id": "t2", "is_error": False,
                  "content": [{"type": "text", "text": "shot"},
                              {"type": "image", "source": source}]},
+                {"type": "text", "text": "Go on."},  # roles alternate: one user turn
             ],
         },
-        {"role": "user", "content": [{"type": "text", "text": "Go on."}]},
     ]  # fmt: skip
 
 
