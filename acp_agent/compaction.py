@@ -177,7 +177,7 @@ async def compact_session(
     rt: Runtime, session: Session, instructions: str | None, *, keep_user_turns: int
 ) -> str:
     """Compact ``session`` now (``/compact``, or :func:`maybe_compact`); the status."""
-    from .providers._offline import estimate_tokens
+    from .conversation import estimate_tokens
 
     info = rt.model_info_for(session.model)
     status = await compact(

@@ -55,6 +55,7 @@ class Limits(_Section, frozen=True):
     first_event_timeout: float = 120.0
     idle_timeout: float = 60.0
     mcp_start_timeout: float = 10.0
+    prune_at: float = 0.6
     compact_at: float = 0.85
 
 
@@ -159,6 +160,8 @@ def validate(config: Config, source: str = "config") -> None:
         raise ConfigError(f"{source}: `limits.max-turn-requests` must be at least 1")
     if not 0.1 <= config.limits.compact_at <= 1.0:
         raise ConfigError(f"{source}: `limits.compact-at` must be between 0.1 and 1.0")
+    if not 0.1 <= config.limits.prune_at <= 1.0:
+        raise ConfigError(f"{source}: `limits.prune-at` must be between 0.1 and 1.0")
     for name in ("first_event_timeout", "idle_timeout"):
         if getattr(config.limits, name) <= 0:
             raise ConfigError(f"{source}: `limits.{name.replace('_', '-')}` must be positive")

@@ -81,6 +81,12 @@ class Settings(_Record, tag="settings"):
     thinking: str | None = None  # None: the configured default
 
 
+class PruneResults(_Record, tag="prune"):
+    """Tool results replaced by stubs to make room (see ``context``)."""
+
+    call_ids: list[str]
+
+
 class Instructions(_Record, tag="instructions"):
     """The client's ``systemPrompt`` for the session (``append`` or ``override``)."""
 
@@ -113,6 +119,7 @@ Record: TypeAlias = (
     | TruncateHistory
     | ReplaceHistory
     | Settings
+    | PruneResults
     | Instructions
     | UsageTotals
     | Roots

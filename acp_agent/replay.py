@@ -28,6 +28,7 @@ from .records import (
     Header,
     Instructions,
     Prompt,
+    PruneResults,
     Record,
     ReplaceHistory,
     Roots,
@@ -145,6 +146,10 @@ def restore(records: Iterable[Record]) -> State:
             state.usage = record
         elif isinstance(record, Instructions):
             state.instructions = record
+        elif isinstance(record, PruneResults):
+            from .context import apply_stubs
+
+            history[:] = apply_stubs(history, set(record.call_ids))
         elif isinstance(record, TurnEnd):
             in_turn = False
         elif isinstance(record, Roots):

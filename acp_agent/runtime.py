@@ -178,6 +178,7 @@ class Runtime:
         """Everything a turn of ``session`` needs (``client``: the editor as this
         session sees it; a subagent's view differs)."""
         from .compaction import maybe_compact
+        from .context import prune
         from .conversation import TextPart, UserMessage
         from .instructions import mode_note, system_prompt
         from .turn import TurnContext, TurnLimits
@@ -189,6 +190,8 @@ class Runtime:
             note = mode_note(session)  # the mode changed since the model was told
             if note is not None:
                 session.add_message(UserMessage([TextPart(note)]))
+            window = self.model_info_for(session.model).context_window
+            prune(session, window, self.config.limits.prune_at)
             await maybe_compact(self, session)
 
         return TurnContext(

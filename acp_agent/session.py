@@ -29,6 +29,7 @@ from .records import (
     AddMessage,
     Instructions,
     Prompt,
+    PruneResults,
     ReplaceHistory,
     Roots,
     Settings,
@@ -225,6 +226,14 @@ class Session:
         del self.history[length:]
         if self.log is not None:
             self.log.append(TruncateHistory(length=length))
+
+    def stub_results(self, call_ids: list[str]) -> None:
+        """Replace those tool results by stubs (see ``context``)."""
+        from .context import apply_stubs
+
+        self.history = apply_stubs(self.history, set(call_ids))
+        if self.log is not None:
+            self.log.append(PruneResults(call_ids=call_ids))
 
     def replace_history(self, messages: list[Message]) -> None:
         """Swap the whole history (a compaction's summary and what it keeps)."""

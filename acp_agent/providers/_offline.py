@@ -44,6 +44,7 @@ from ..conversation import (
     ToolCallPart,
     ToolResultMessage,
     UserMessage,
+    estimate_tokens,
 )
 from ..errors import ProviderAuthError, ProviderHTTPError, ProviderStreamError
 from .base import (
@@ -71,19 +72,6 @@ def chunk_words(text: str, per_chunk: int = 2) -> Iterator[str]:
             batch.clear()
     if batch:
         yield "".join(batch)
-
-
-def estimate_tokens(messages: list[Message], system: str) -> int:
-    chars = len(system)
-    for m in messages:
-        for p in m.parts:
-            if isinstance(p, TextPart):
-                chars += len(p.text)
-            elif isinstance(p, ToolCallPart):
-                chars += len(p.name) + len(msgspec.json.encode(p.arguments))
-            else:
-                chars += 400
-    return max(1, chars // 4)
 
 
 class OfflineProvider:
