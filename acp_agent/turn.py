@@ -130,6 +130,8 @@ async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
 def request_of(ctx: TurnContext) -> ModelRequest:
     session = ctx.session
     thinking = session.thinking if session.thinking in THINKING_LEVELS else "off"
+    if not ctx.model.supports_thinking:
+        thinking = "off"  # never sent to a model that rejects it
     mode = session.root.mode
     return ModelRequest(
         system=ctx.system,

@@ -209,3 +209,21 @@ class TestProviderFailures:
         assert world.retries == [] and len(world.provider.requests) == 1
         assert world.session.history[-1] == AssistantMessage([TextPart("half ")])
         await world.next_turn_is_accepted()
+
+
+class TestRequests:
+    async def test_thinking_only_for_models_that_think(self, tmp_path: Path) -> None:
+        import msgspec
+
+        world = World(tmp_path, text("a"), text("b"))
+        world.session.thinking = "high"
+        await world.turn()
+        assert world.provider.requests[-1].thinking == "off"  # INFO: no thinking
+        ctx = world.context()
+        ctx.model = msgspec.structs.replace(INFO, supports_thinking=True)
+        from acp_agent.conversation import TextPart, UserMessage
+        from acp_agent.turn import run_turn
+
+        await run_turn(ctx, UserMessage([TextPart("again")]))
+        assert world.provider.requests[-1].thinking == "high"
+        assert world.provider.requests[-1].max_tokens == INFO.max_output_tokens
