@@ -95,6 +95,7 @@ async def test_first_event_timeout_names_the_endpoint_and_is_retried() -> None:
     assert events[0] == TextDelta("at last")
     assert [h[0] for h in heard] == [
         "No answer from scripted:model at memory://scripted within 0.05 s"
+        " (limits.first-event-timeout)"
     ] * 2
     assert provider.closed == 3
 
