@@ -145,8 +145,6 @@ def parse_tool_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     return value, None
 
 
-
-
 # --------------------------------------------------------------------------- errors
 
 _SAYS = {
