@@ -22,8 +22,8 @@ from ..conversation import (
     UserMessage,
     UserPart,
 )
-from ..errors import ProviderAuthError, ProviderStreamError
-from ._sdk import Origin, parse_tool_arguments, relay
+from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
+from ._sdk import Origin, failed, parse_tool_arguments, relay
 from ._wire import AEvent, EventStream, anthropic_event
 from .base import (
     Finished,
@@ -145,8 +145,12 @@ class AnthropicProvider:
         return params
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        async def open_stream() -> EventStream[AEvent]:
+        try:  # the SDK's import is our time, not the server's: done before any wait is timed
             client = self._ensure_client()
+        except ProviderError as exc:
+            return failed(exc)
+
+        async def open_stream() -> EventStream[AEvent]:
             raw = client.messages.with_streaming_response.create(**self.request_params(request))
             return await EventStream(raw, AEvent, anthropic_event).open()
 

@@ -25,8 +25,8 @@ from ..conversation import (
     UserMessage,
     UserPart,
 )
-from ..errors import ProviderAuthError, ProviderStreamError
-from ._sdk import Origin, parse_tool_arguments, relay
+from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
+from ._sdk import Origin, failed, parse_tool_arguments, relay
 from ._wire import Chunk, Delta, EventStream, ToolCallFragment, Usage, openai_event
 from .base import (
     Finished,
@@ -144,8 +144,12 @@ class OpenAIProvider:
         return params
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        async def open_stream() -> EventStream[Chunk]:
+        try:  # the SDK's import is our time, not the server's: done before any wait is timed
             client = self._ensure_client()
+        except ProviderError as exc:
+            return failed(exc)
+
+        async def open_stream() -> EventStream[Chunk]:
             params = self.request_params(request)
             raw = client.chat.completions.with_streaming_response.create(**params)
             return await EventStream(raw, Chunk, openai_event).open()

@@ -106,6 +106,12 @@ async def relay(
         yield event
 
 
+async def failed(exc: ProviderError) -> AsyncIterator[StreamEvent]:
+    """A stream that fails with ``exc`` when iterated (a provider that cannot even start)."""
+    raise exc
+    yield  # pragma: no cover - makes this an async generator
+
+
 def _located(exc: ProviderError, origin: Origin) -> ProviderError:
     """``exc`` with a message that starts with where it came from."""
     exc.message = f"{origin.where}: {exc.message}"
