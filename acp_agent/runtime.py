@@ -170,7 +170,8 @@ class Runtime:
                 session,
                 "warning",
                 title,
-                f"{exc.message}. Retry {attempt} of {policy.max_retries} in {_seconds(delay)}.",
+                f"{exc.message.rstrip('.')}. Retry {attempt} of {policy.max_retries}"
+                f" in {_seconds(delay)}.",
                 fallback=delay >= SHOW_WAIT_AFTER,
             )
 
