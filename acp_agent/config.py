@@ -54,6 +54,7 @@ class Limits(_Section, frozen=True):
     retry_max_delay: float = 30.0
     first_event_timeout: float = 120.0
     idle_timeout: float = 60.0
+    turn_timeout: float = 3600.0
     mcp_start_timeout: float = 10.0
     prune_at: float = 0.6
     compact_at: float = 0.85
@@ -162,7 +163,7 @@ def validate(config: Config, source: str = "config") -> None:
         raise ConfigError(f"{source}: `limits.compact-at` must be between 0.1 and 1.0")
     if not 0.1 <= config.limits.prune_at <= 1.0:
         raise ConfigError(f"{source}: `limits.prune-at` must be between 0.1 and 1.0")
-    for name in ("first_event_timeout", "idle_timeout"):
+    for name in ("first_event_timeout", "idle_timeout", "turn_timeout"):
         if getattr(config.limits, name) <= 0:
             raise ConfigError(f"{source}: `limits.{name.replace('_', '-')}` must be positive")
     if config.limits.max_message_bytes < 1024:

@@ -5,7 +5,12 @@ served), recorded, offered to the slash commands, then run by the turn engine in
 :class:`~acp_agent.turn.TurnContext` the runtime builds. ``session/cancel`` (or
 ``$/cancel_request``) cancels the running turn and every queued one; each answers
 ``cancelled``, never an error. Provider failures become JSON-RPC errors here, and only
-here.
+here, with the provider's message (the endpoint, the cause).
+
+A turn is bounded by ``limits.turn-timeout`` (from the moment it starts running, not
+while it waits in the queue): past it the turn unwinds like a cancel (tool calls get
+their final update, history keeps a result for every call) and the prompt answers a
+JSON-RPC error naming the limit; the user did not cancel, so it is not ``cancelled``.
 """
 
 from __future__ import annotations
@@ -15,12 +20,21 @@ from typing import TYPE_CHECKING, Any
 
 from . import log
 from .conversation import ImagePart, TextPart, UserMessage, UserPart
-from .errors import AuthRequired, InternalError, InvalidParams, ProviderAuthError, ProviderError
+from .errors import (
+    AcpError,
+    AuthRequired,
+    InternalError,
+    InvalidParams,
+    ProviderAuthError,
+    ProviderError,
+)
 from .protocol import types as t
 
 if TYPE_CHECKING:
     from .runtime import Runtime
     from .session import Session
+
+TURN_TIMEOUT = "limits.turn-timeout"
 
 
 async def prompt(rt: Runtime, p: t.PromptRequest) -> t.PromptResponse:
@@ -48,6 +62,11 @@ async def prompt(rt: Runtime, p: t.PromptRequest) -> t.PromptResponse:
     except ProviderError as exc:
         log.warning("model request failed", error=exc.message)
         raise InternalError(f"Model request failed: {exc.message}") from None
+    except AcpError:
+        raise
+    except Exception as exc:  # a bug: the log has the traceback, the client the cause
+        log.exception("turn failed")
+        raise InternalError(f"Internal error: {type(exc).__name__}: {exc}") from None
     finally:
         session.end_turn(turn)
 
@@ -70,21 +89,40 @@ async def _run(rt: Runtime, session: Session, blocks: list[t.ContentBlock]) -> t
     info = rt.model_info_for(session.model)
     session.record_prompt(blocks, prompt_text(blocks))
     stop = "error"
+    limit = rt.config.limits.turn_timeout
+    deadline = asyncio.timeout(limit)
+
+    def interrupted_by() -> str | None:
+        if deadline.expired():
+            return f"Stopped: the turn ran out of time ({TURN_TIMEOUT} = {limit:g} s)."
+        return None
+
     try:
-        command = await dispatch(rt, session, blocks)
-        if isinstance(command, t.PromptResponse):
-            stop = command.stop_reason
-            return command
-        if session.mcp is not None:
-            await session.mcp.wait_ready(rt.config.limits.mcp_start_timeout)
-        user = UserMessage(user_parts(command, images=info.supports_images))
-        stop, usage = await run_turn(await rt.turn_context(session), user)
-        if stop == "end_turn" and session.title is None and session.first_prompt:
-            await session.set_title(make_title(session.first_prompt))
-        return t.PromptResponse(stop_reason=stop, usage=usage)  # type: ignore[arg-type]
+        async with deadline:
+            command = await dispatch(rt, session, blocks)
+            if isinstance(command, t.PromptResponse):
+                stop = command.stop_reason
+                return command
+            if session.mcp is not None:
+                await session.mcp.wait_ready(rt.config.limits.mcp_start_timeout)
+            user = UserMessage(user_parts(command, images=info.supports_images))
+            ctx = await rt.turn_context(session)
+            ctx.interrupted_by = interrupted_by
+            stop, usage = await run_turn(ctx, user)
+            if stop == "end_turn" and session.title is None and session.first_prompt:
+                await session.set_title(make_title(session.first_prompt))
+            return t.PromptResponse(stop_reason=stop, usage=usage)  # type: ignore[arg-type]
     except asyncio.CancelledError:
         stop = "cancelled"
         raise
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        log.warning("turn timed out", limit=limit)
+        raise InternalError(
+            f"The turn ran longer than {TURN_TIMEOUT} ({limit:g} s) and was stopped;"
+            " what it did so far is kept"
+        ) from None
     finally:
         await session.record_turn_end(stop)
 

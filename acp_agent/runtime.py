@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from .turn import TurnContext
 
 
+SHOW_WAIT_AFTER = 2.0
+"""Seconds: a retry wait this long is shown as an agent message to a client without notices."""
+
+
 class Runtime:
     def __init__(
         self, config: Config, client: ClientProxy, warm: Callable[[], None] | None = None
@@ -161,18 +165,26 @@ class Runtime:
         )
 
     def provider(self, session: Session) -> Resilient:
-        """The session's model behind the resilience policy; retries are announced."""
+        """The session's model behind the resilience policy. Every retry is announced with
+        a notice; a client without notices is told of waits of ``SHOW_WAIT_AFTER`` seconds
+        or more by an agent message, so nobody waits on a rate limit in silence."""
         from .providers.resilient import Resilient
 
+        policy = self.retry_policy
+
         async def on_retry(exc: ProviderError, attempt: int, delay: float) -> None:
+            limited = getattr(exc, "status", None) == 429
+            title = "Rate limited; waiting" if limited else "Model request failed; retrying"
             await self.notify(
                 session,
                 "warning",
-                "Model request failed; retrying",
-                f"{exc.message} — attempt {attempt + 1} in {delay:.1f}s",
+                title,
+                f"{exc.message.rstrip('.')}. Retry {attempt} of {policy.max_retries}"
+                f" in {_seconds(delay)}.",
+                fallback=delay >= SHOW_WAIT_AFTER,
             )
 
-        return Resilient(self.provider_for(session.model), self.retry_policy, on_retry)
+        return Resilient(self.provider_for(session.model), policy, on_retry)
 
     async def turn_context(self, session: Session, client: Client | None = None) -> TurnContext:
         """Everything a turn of ``session`` needs (``client``: the editor as this
@@ -278,6 +290,10 @@ class Runtime:
                 log.debug("provider close failed", error=repr(exc))
         if self._store is not None:  # every queued write reaches the disk before exit
             await asyncio.to_thread(self._store.writer.close)
+
+
+def _seconds(delay: float) -> str:
+    return f"{delay:.1f} s" if delay >= 1 else f"{delay * 1000:.0f} ms"
 
 
 def _log_failure(task: asyncio.Future[Any]) -> None:

@@ -43,7 +43,7 @@ async def run_tools(ctx: TurnContext, calls: list[PendingCall]) -> None:
             try:
                 session.add_message(await run_tool(ctx, call))
             except BaseException:
-                close_dangling_calls(session, parts[index:], CANCELLED)
+                close_dangling_calls(session, parts[index:], ctx.interrupted_by() or CANCELLED)
                 raise
         return
     tasks = {i: asyncio.create_task(run_tool(ctx, calls[i])) for i in together}
@@ -64,7 +64,7 @@ async def run_tools(ctx: TurnContext, calls: list[PendingCall]) -> None:
                 results[index] = task.result()
         for index in sorted(results):
             session.add_message(results[index])
-        close_dangling_calls(session, parts, CANCELLED)
+        close_dangling_calls(session, parts, ctx.interrupted_by() or CANCELLED)
         raise
     for index in range(len(calls)):
         session.add_message(results[index])
@@ -135,14 +135,7 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
     except ToolError as exc:
         return await _fail(session, call, call_id, exc.message)
     except asyncio.CancelledError:
-        await session.emit(
-            t.ToolCallUpdateSessionUpdate(
-                tool_call_id=call_id,
-                status="failed",
-                content=[_text("Cancelled.")],
-                raw_output={"error": "Cancelled."},
-            )
-        )
+        await _stopped(ctx, call_id)
         raise
     except Exception as exc:
         log.exception("tool failed", tool=call.name)
@@ -224,6 +217,15 @@ async def _permit(
     if option in (ALLOW_ONCE, ALLOW_ALWAYS):
         return None
     return "The user rejected this tool call."
+
+
+async def _stopped(ctx: TurnContext, call_id: str) -> None:
+    """The final update of a call the turn's cancellation (or time limit) stopped."""
+    why = ctx.interrupted_by() or "Cancelled."
+    update = t.ToolCallUpdateSessionUpdate(
+        tool_call_id=call_id, status="failed", content=[_text(why)], raw_output={"error": why}
+    )
+    await ctx.session.emit(update)
 
 
 async def _fail(

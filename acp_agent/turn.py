@@ -18,6 +18,7 @@ result). Only the prompt handler turns it into the ``cancelled`` stop reason.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -59,6 +60,10 @@ Notify = Callable[[str, str, "str | None"], Awaitable[None]]
 """``(severity, title, description)``: an advisory for the user (see ``Runtime.notify``)."""
 
 
+def _by_the_user() -> str | None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class TurnLimits:
     max_turn_requests: int = 50
@@ -82,6 +87,9 @@ class TurnContext:
     """Runs before every model request (compaction when the context is full)."""
     env: Mapping[str, str] | None = None
     """The environment of the commands tools start (the agent's, without its secrets)."""
+    interrupted_by: Callable[[], str | None] = _by_the_user
+    """While the turn unwinds from a cancellation: why, when it was not the user (the turn
+    ran out of time), for the tool calls and the history it leaves behind."""
 
 
 @dataclass(slots=True)
@@ -164,6 +172,12 @@ async def model_step(ctx: TurnContext) -> StepResult:
                 builder.redacted(ev.data)
             elif isinstance(ev, Finished):
                 reason = ev.reason
+    except asyncio.CancelledError:
+        _close_unrun(ctx, builder, ctx.interrupted_by())
+        raise
+    except BaseException:
+        _close_unrun(ctx, builder, "The answer broke off before this call could run.")
+        raise
     finally:
         builder.commit()  # keep what was streamed, whatever happened
     if reason is None:
@@ -171,6 +185,16 @@ async def model_step(ctx: TurnContext) -> StepResult:
     if usage is not None:
         await report_usage(session, ctx.model, usage)
     return StepResult(reason, builder.calls, usage)
+
+
+def _close_unrun(ctx: TurnContext, builder: _AssistantBuilder, why: str | None) -> None:
+    """The answer broke off: its tool calls will never run, yet each needs a result (the
+    APIs reject a history with an unanswered call)."""
+    from .toolcall import CANCELLED, close_dangling_calls
+
+    if builder.calls:
+        builder.commit()
+        close_dangling_calls(ctx.session, [c.part for c in builder.calls], why or CANCELLED)
 
 
 async def report_usage(session: Session, info: ModelInfo, usage: UsageReport) -> None:

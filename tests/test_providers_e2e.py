@@ -136,13 +136,15 @@ class TestOpenAI:
     ) -> None:
         """No prompt is left unanswered: a silent server times out (short timeout here)."""
         config = tmp_path / "c.toml"
-        config.write_text("[openai]\ntimeout = 0.5\n[limits]\nmax-retries = 1\nretry-max-delay = 0.05\n")
+        config.write_text("[limits]\nfirst-event-timeout = 0.5\nmax-retries = 1\nretry-max-delay = 0.05\n")
         server.enqueue(Hang(), Hang())
         async with openai_agent(checker, state_dir, server, "--config", str(config)) as agent:
             sid = await _start(agent, workspace)
             response = await agent.request_raw("session/prompt", {"sessionId": sid, "prompt": [
                 {"type": "text", "text": "a"}]}, timeout=20)
             assert response["error"]["code"] == -32603
+            assert "within 0.5 s (limits.first-event-timeout)" in response["error"]["message"]
+            assert len(server.requests) == 2
 
 
 class TestAnthropic:

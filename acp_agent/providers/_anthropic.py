@@ -23,7 +23,7 @@ from ..conversation import (
     UserPart,
 )
 from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
-from ._sdk import map_sdk_error, parse_tool_arguments, relay
+from ._sdk import Origin, failed, parse_tool_arguments, relay
 from ._wire import AEvent, EventStream, anthropic_event
 from .base import (
     Finished,
@@ -69,6 +69,7 @@ class AnthropicProvider:
         connect_timeout: float = 10.0,
         default_headers: dict[str, str] | None = None,
         default_max_tokens: int = 8192,
+        key_env: str | None = None,
     ) -> None:
         self.model = model
         self._api_key = api_key or None
@@ -79,6 +80,19 @@ class AnthropicProvider:
         self._headers = default_headers
         self._default_max_tokens = default_max_tokens
         self._client: AsyncAnthropic | None = None
+        if key_env is None:
+            key_env = "ANTHROPIC_AUTH_TOKEN" if self._auth_token else "ANTHROPIC_API_KEY"
+        self._key_env = key_env
+        self.origin = Origin(
+            "Anthropic",
+            self.endpoint,
+            model,
+            "anthropic",
+            key_env=key_env,
+            has_key=bool(self._api_key or self._auth_token),
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+        )
 
     @property
     def name(self) -> str:
@@ -91,7 +105,7 @@ class AnthropicProvider:
     def _ensure_client(self) -> AsyncAnthropic:
         if self._client is None:
             if not self._api_key and not self._auth_token:
-                raise ProviderAuthError("No Anthropic API key: set ANTHROPIC_API_KEY")
+                raise ProviderAuthError(f"No Anthropic API key: set {self._key_env}")
             import anthropic
 
             self._client = anthropic.AsyncAnthropic(
@@ -131,21 +145,21 @@ class AnthropicProvider:
         return params
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        async def open_stream() -> EventStream[AEvent]:
+        try:  # the SDK's import is our time, not the server's: done before any wait is timed
             client = self._ensure_client()
+        except ProviderError as exc:
+            return failed(exc)
+
+        async def open_stream() -> EventStream[AEvent]:
             raw = client.messages.with_streaming_response.create(**self.request_params(request))
             return await EventStream(raw, AEvent, anthropic_event).open()
 
-        return relay(open_stream, _EventAssembler(), _map_error)
+        return relay(open_stream, _EventAssembler(), self.origin)
 
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
             self._client = None
-
-
-def _map_error(exc: Exception, started: bool) -> ProviderError:
-    return map_sdk_error(exc, "Anthropic", started=started)
 
 
 # --------------------------------------------------------------------------- stream assembly
@@ -223,7 +237,7 @@ class _EventAssembler:
 
     def finish(self) -> list[StreamEvent]:
         if self.stop_reason is None:
-            raise ProviderStreamError("Anthropic stream ended without a stop reason")
+            raise ProviderStreamError("the stream ended without a stop reason")
         read = self.usage.get("cache_read_input_tokens", 0)
         write = self.usage.get("cache_creation_input_tokens", 0)
         usage = UsageReport(

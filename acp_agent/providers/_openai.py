@@ -25,12 +25,8 @@ from ..conversation import (
     UserMessage,
     UserPart,
 )
-from ..errors import (
-    ProviderAuthError,
-    ProviderError,
-    ProviderStreamError,
-)
-from ._sdk import map_sdk_error, parse_tool_arguments, relay
+from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
+from ._sdk import Origin, failed, parse_tool_arguments, relay
 from ._wire import Chunk, Delta, EventStream, ToolCallFragment, Usage, openai_event
 from .base import (
     Finished,
@@ -71,6 +67,9 @@ class OpenAIProvider:
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
         default_headers: dict[str, str] | None = None,
+        key_env: str | None = "OPENAI_API_KEY",
+        vendor: str = "OpenAI",
+        section: str = "openai",
     ) -> None:
         self.model = model
         self._api_key = api_key or None
@@ -79,7 +78,18 @@ class OpenAIProvider:
         self._timeout = timeout
         self._connect_timeout = connect_timeout
         self._headers = default_headers
+        self._key_env = key_env
         self._client: AsyncOpenAI | None = None
+        self.origin = Origin(
+            vendor,
+            self.endpoint,
+            model,
+            section,
+            key_env=key_env,
+            has_key=self._api_key is not None,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+        )
 
     @property
     def name(self) -> str:
@@ -93,7 +103,8 @@ class OpenAIProvider:
         if self._client is None:
             if self._api_key is None and self._base_url is None:
                 raise ProviderAuthError(
-                    "No OpenAI API key: set OPENAI_API_KEY (or a base URL for a local server)"
+                    f"No {self.origin.vendor} API key: set {self._key_env or 'OPENAI_API_KEY'}"
+                    " (or a base URL for a local server)"
                 )
             import openai
 
@@ -133,13 +144,17 @@ class OpenAIProvider:
         return params
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        async def open_stream() -> EventStream[Chunk]:
+        try:  # the SDK's import is our time, not the server's: done before any wait is timed
             client = self._ensure_client()
+        except ProviderError as exc:
+            return failed(exc)
+
+        async def open_stream() -> EventStream[Chunk]:
             params = self.request_params(request)
             raw = client.chat.completions.with_streaming_response.create(**params)
             return await EventStream(raw, Chunk, openai_event).open()
 
-        return relay(open_stream, _ChunkAssembler(), _map_error)
+        return relay(open_stream, _ChunkAssembler(), self.origin)
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -212,7 +227,7 @@ class _ChunkAssembler:
 
     def finish(self) -> list[StreamEvent]:
         if self.reason is None:
-            raise ProviderStreamError("OpenAI stream ended without a finish reason")
+            raise ProviderStreamError("the stream ended without a finish reason")
         events: list[StreamEvent] = []
         for call in self.calls:
             arguments, error = parse_tool_arguments("".join(call.arguments))
@@ -233,10 +248,6 @@ class _ChunkAssembler:
 
 def _new_call_id() -> str:  # for servers that send no call id
     return f"call_{os.urandom(12).hex()}"
-
-
-def _map_error(exc: Exception, started: bool) -> ProviderError:
-    return map_sdk_error(exc, "OpenAI", started=started)
 
 
 def _usage(u: Usage) -> UsageReport:

@@ -1,15 +1,19 @@
 """What the SDK-backed providers share: relaying an SDK stream through an assembler,
 translating SDK and transport errors once, ``Retry-After``, and tool-argument parsing.
 
-Both official SDKs have the same shape (``APIStatusError`` with ``status_code`` and
-``response``, ``APITimeoutError``, ``APIConnectionError``), so one translation serves
-both; it matches by class name so neither SDK is imported here.
+Both official SDKs have the same shape (``APIStatusError`` with ``status_code``, ``body``
+and ``response``, ``APITimeoutError``, ``APIConnectionError``), so one translation serves
+both; it matches by class name so neither SDK is imported here. Every message names the
+endpoint (an :class:`Origin`) and says what went wrong in words a person can act on: the
+vendor's own error message, the variable holding a rejected key, a refused connection.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, Protocol
 
 import msgspec
@@ -22,6 +26,29 @@ from ..errors import (
     ProviderStreamError,
 )
 from .base import StreamEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a provider's requests go, for error messages."""
+
+    vendor: str
+    """``"OpenAI"``, ``"Anthropic"``."""
+    endpoint: str
+    """The base URL."""
+    model: str
+    section: str
+    """The configuration section (``openai``), to name ``[openai] timeout``."""
+    key_env: str | None = None
+    """The variable the key comes from (``OPENAI_API_KEY``), if any."""
+    has_key: bool = True
+    """A key was sent (a local server may be reached without one)."""
+    timeout: float = 600.0
+    connect_timeout: float = 10.0
+
+    @property
+    def where(self) -> str:
+        return f"{self.vendor} at {self.endpoint}"
 
 
 class _Source(Protocol):
@@ -41,19 +68,19 @@ class _Assembler(Protocol):
 
 
 async def relay(
-    open_stream: Callable[[], Awaitable[_Source]],
-    assembler: _Assembler,
-    map_error: Callable[[Exception, bool], ProviderError],
+    open_stream: Callable[[], Awaitable[_Source]], assembler: _Assembler, origin: Origin
 ) -> AsyncIterator[StreamEvent]:
     """Open an SDK stream, feed its items to ``assembler`` and yield the events; vendor errors
-    are translated with ``map_error``. The SDK stream is closed on every exit, cancellation
-    included, which closes the HTTP connection of an unfinished response."""
+    are translated with :func:`map_sdk_error`, and errors the stream itself reports (an error
+    event, an invalid event, a missing finish) name ``origin``. The SDK stream is closed on
+    every exit, cancellation included, which closes the HTTP connection of an unfinished
+    response."""
     try:
         source = await open_stream()
     except ProviderError:
         raise
     except Exception as exc:
-        raise map_error(exc, False) from exc
+        raise map_sdk_error(exc, origin, started=False) from exc
     try:
         iterator = aiter(source)
         while True:
@@ -63,16 +90,33 @@ async def relay(
                 break
             except ProviderError as exc:
                 if assembler.started and not isinstance(exc, ProviderStreamError):
-                    raise ProviderStreamError(exc.message) from exc
-                raise
+                    raise ProviderStreamError(f"{origin.where}: {exc.message}") from exc
+                raise _located(exc, origin) from None
             except Exception as exc:
-                raise map_error(exc, assembler.started) from exc
+                raise map_sdk_error(exc, origin, started=assembler.started) from exc
             for event in events:
                 yield event
     finally:
         await source.close()
-    for event in assembler.finish():
+    try:
+        last = assembler.finish()
+    except ProviderError as exc:
+        raise _located(exc, origin) from None
+    for event in last:
         yield event
+
+
+async def failed(exc: ProviderError) -> AsyncIterator[StreamEvent]:
+    """A stream that fails with ``exc`` when iterated (a provider that cannot even start)."""
+    raise exc
+    yield  # pragma: no cover - makes this an async generator
+
+
+def _located(exc: ProviderError, origin: Origin) -> ProviderError:
+    """``exc`` with a message that starts with where it came from."""
+    exc.message = f"{origin.where}: {exc.message}"
+    exc.args = (exc.message,)
+    return exc
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -107,7 +151,25 @@ def parse_tool_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     return value, None
 
 
-def map_sdk_error(exc: Exception, vendor: str, *, started: bool) -> ProviderError:
+# --------------------------------------------------------------------------- errors
+
+_SAYS = {
+    400: "the request was rejected",
+    408: "the server timed out reading the request",
+    409: "conflict",
+    413: "the request is too large",
+    429: "rate limited",
+    500: "server error",
+    502: "bad gateway",
+    503: "service unavailable",
+    504: "gateway timeout",
+    529: "overloaded",
+}
+_NO_QUOTA = {"insufficient_quota", "billing_error"}
+_TIMEOUTS = {"TimeoutException", "APITimeoutError", "ReadTimeout", "WriteTimeout", "PoolTimeout"}
+
+
+def map_sdk_error(exc: Exception, origin: Origin, *, started: bool) -> ProviderError:
     """Translate an ``openai``/``anthropic`` SDK (or httpx) exception. ``started``: events were
     already yielded, so a broken connection is a broken stream rather than a failed request.
 
@@ -117,18 +179,106 @@ def map_sdk_error(exc: Exception, vendor: str, *, started: bool) -> ProviderErro
     status = getattr(exc, "status_code", None)
     response = getattr(exc, "response", None)
     if "APIStatusError" in kinds and isinstance(status, int) and response is not None:
-        message = f"{vendor} HTTP {status}: {getattr(exc, 'message', exc)}"
-        if status in (401, 403):
-            return ProviderAuthError(message, status)
-        try:
-            body = response.text
-        except Exception:  # the body was never read
-            body = ""
-        return ProviderHTTPError(message, status, body, parse_retry_after(response.headers))
-    timed_out = bool(kinds & {"APITimeoutError", "TimeoutException"})
-    if timed_out or kinds & {"APIConnectionError", "TransportError"}:
-        what = "timed out" if timed_out else f"failed: {exc.__cause__ or exc}"
+        return _status_error(exc, status, response, origin)
+    chain = _chain(exc)
+    names = {cls.__name__ for e in chain for cls in type(e).__mro__}
+    if names & (_TIMEOUTS | {"APIConnectionError", "TransportError", "ConnectTimeout"}):
+        reason = _transport_reason(chain, names, origin)
         if started:  # a stall or a cut after output: the answer is broken, not retryable as is
-            return ProviderStreamError(f"{vendor} stream {what}")
-        return ProviderConnectionError(f"{vendor} request {what}")
-    return ProviderStreamError(f"{vendor} stream failed: {type(exc).__name__}: {exc}")
+            return ProviderStreamError(f"The stream from {origin.where} broke off: {reason}")
+        if names & {"ConnectError", "ConnectTimeout"}:
+            return ProviderConnectionError(f"Cannot connect to {origin.endpoint}: {reason}")
+        return ProviderConnectionError(f"The request to {origin.where} failed: {reason}")
+    return ProviderStreamError(f"{origin.where}: the stream failed: {type(exc).__name__}: {exc}")
+
+
+def _status_error(exc: Exception, status: int, response: Any, origin: Origin) -> ProviderError:
+    said, kind = vendor_message(exc, response)
+    try:
+        phrase = f" {HTTPStatus(status).phrase}"
+    except ValueError:  # Anthropic's 529
+        phrase = ""
+    tail = f" (HTTP {status}{phrase})" + (f": {said}" if said else "")
+    if status in (401, 403):
+        key = f"the API key in {origin.key_env}" if origin.key_env else "the API key"
+        if status == 403:
+            what = f"{key} is not allowed to do this"
+        elif origin.has_key:
+            what = f"{key} was rejected"
+        else:
+            what = f"an API key is required (set {origin.key_env or 'one'})"
+        return ProviderAuthError(f"{origin.where}: {what}{tail}", status)
+    if status == 404:
+        what = f"model `{origin.model}` not found, or the base URL is wrong"
+    elif kind in _NO_QUOTA:
+        what = "out of quota or credit"
+    else:
+        what = _SAYS.get(status, "server error" if status >= 500 else "the request was rejected")
+    headers = response.headers
+    error = ProviderHTTPError(
+        f"{origin.where}: {what}{tail}", status, _body(response), parse_retry_after(headers)
+    )
+    should_retry = headers.get("x-should-retry")  # the vendors' own say, as their SDKs obey it
+    if should_retry in ("true", "false"):
+        error.retryable = should_retry == "true"
+    if kind in _NO_QUOTA:  # waiting does not buy credit
+        error.retryable = False
+    return error
+
+
+def vendor_message(exc: Exception, response: Any) -> tuple[str, str | None]:
+    """The vendor's own error message and its type or code, from the body both vendors
+    shape alike (OpenAI ``{"error": {"message", "type", "code"}}``, Anthropic
+    ``{"type": "error", "error": {"type", "message"}}``); else the body's text."""
+    body = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(error, dict):
+        message = error.get("message")
+        kind = error.get("code") or error.get("type")
+        if isinstance(message, str) and message.strip():
+            return message.strip(), kind if isinstance(kind, str) else None
+    elif isinstance(error, str) and error.strip():  # Ollama: {"error": "model 'x' not found"}
+        return error.strip()[:500], None
+    return " ".join(_body(response).split())[:500], None
+
+
+def _body(response: Any) -> str:
+    try:
+        return str(response.text)
+    except Exception:  # the body was never read
+        return ""
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes, outermost first."""
+    out: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in out and len(out) < 16:
+        out.append(current)
+        current = current.__cause__ or current.__context__
+    return out
+
+
+def _transport_reason(chain: list[BaseException], names: set[str], origin: Origin) -> str:
+    """What went wrong on the wire, in words."""
+    section = origin.section
+    if "ConnectTimeout" in names:
+        return f"no connection within {origin.connect_timeout:g} s ([{section}] connect-timeout)"
+    if names & _TIMEOUTS:
+        return f"no data for {origin.timeout:g} s ([{section}] timeout)"
+    if "ConnectionRefusedError" in names:
+        return "connection refused"
+    if "RemoteProtocolError" in names:
+        return "the server closed the connection before the answer was complete"
+    if "ConnectionResetError" in names:
+        return "the connection was reset"
+    for e in chain:
+        if type(e).__name__ == "gaierror":
+            return f"host not found ({getattr(e, 'strerror', None) or e})"
+        if type(e).__name__.startswith("SSL"):
+            return f"TLS error: {e}"
+    for e in reversed(chain):  # the root cause says the most
+        text = getattr(e, "strerror", None) or str(e)
+        if text and text != "Connection error.":
+            return str(text)
+    return type(chain[-1]).__name__

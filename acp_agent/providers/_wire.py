@@ -72,7 +72,7 @@ class Chunk(msgspec.Struct):
 def openai_event(chunk: Chunk) -> Chunk | None:
     if chunk.error is not None:
         message = str(chunk.error.get("message") or chunk.error)
-        raise ProviderHTTPError(f"OpenAI stream error: {message}", 500, message)
+        raise ProviderHTTPError(f"the stream reported an error: {message}", 500, message)
     return chunk
 
 
@@ -126,7 +126,7 @@ def anthropic_event(event: AEvent) -> AEvent | None:
     if event.type == "error":
         error = event.error or {}
         kind = str(error.get("type", "error"))
-        message = f"Anthropic stream error {kind}: {error.get('message', '')}"
+        message = f"the stream reported {kind}: {error.get('message', '')}"
         raise ProviderHTTPError(message, _ANTHROPIC_ERROR_STATUS.get(kind, 500), str(error))
     return None if event.type == "ping" else event
 
@@ -139,7 +139,8 @@ class EventStream(Generic[E]):
 
     ``check`` sees every decoded event: it raises for in-stream errors and returns
     ``None`` for events to skip. A provider error raised here after output has started
-    is turned into a broken-stream error by :func:`~acp_agent.providers.openai.relay`.
+    is turned into a broken-stream error by :func:`~acp_agent.providers._sdk.relay`, which
+    also prefixes every message with the endpoint.
     """
 
     def __init__(
@@ -188,7 +189,9 @@ class EventStream(Generic[E]):
         try:
             event = self._decoder.decode(payload)
         except msgspec.DecodeError as exc:
-            raise ProviderStreamError(f"the server sent an invalid stream event: {exc}") from None
+            raise ProviderStreamError(
+                f"the server sent an invalid stream event ({exc}): {payload[:120]}"
+            ) from None
         return self._check(event)
 
     async def close(self) -> None:

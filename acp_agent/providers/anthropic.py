@@ -19,6 +19,7 @@ def _build(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
     custom_key = config.provider_settings("anthropic").api_key_env
     # A bearer token (gateways, proxies) stands in for a key when no key is set.
     token = None if endpoint.api_key or custom_key else os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    key_env = "ANTHROPIC_AUTH_TOKEN" if token and not endpoint.api_key else endpoint.key_env
     return AnthropicProvider(
         model,
         api_key=endpoint.api_key,
@@ -27,6 +28,7 @@ def _build(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
         timeout=endpoint.timeout,
         connect_timeout=endpoint.connect_timeout,
         default_headers=endpoint.headers or None,
+        key_env=key_env,
     )
 
 

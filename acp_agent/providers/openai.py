@@ -23,6 +23,9 @@ def build_compatible(model: str, endpoint: Endpoint, config: Config) -> ModelPro
         timeout=endpoint.timeout,
         connect_timeout=endpoint.connect_timeout,
         default_headers=endpoint.headers or None,
+        key_env=endpoint.key_env,
+        vendor=endpoint.title,
+        section=endpoint.family,
     )
 
 

@@ -41,8 +41,17 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
     api_key: str | None = None
     base_url: str | None = None
     timeout: float = 600.0
+    """The HTTP read/write timeout: a backstop, never shorter than the wrapper's
+    ``limits.first-event-timeout`` and ``limits.idle-timeout`` (which end stalls, with
+    keep-alives not counting, and name the limit)."""
     connect_timeout: float = 10.0
     headers: dict[str, str] = {}
+    family: str = "openai"
+    """The family's name, which is also its configuration section."""
+    title: str = "OpenAI"
+    """The family's name for people ("Ollama"), in error messages."""
+    key_env: str | None = None
+    """The variable the key is read from, named when the server rejects it."""
 
 
 class ProviderSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,12 +102,16 @@ def endpoint(config: Config, family: str, env: Mapping[str, str] = os.environ) -
     settings = config.provider_settings(family)
     names = _key_names(s, config)
     env_url = env.get(s.base_url_env) if s.base_url_env else None
+    limits = config.limits
     return Endpoint(
         api_key=(env.get(names[0]) or None) if names else None,
         base_url=settings.base_url or env_url or s.default_base_url,
-        timeout=settings.timeout,
+        timeout=max(settings.timeout, limits.first_event_timeout, limits.idle_timeout),
         connect_timeout=settings.connect_timeout,
         headers=dict(settings.headers),
+        family=s.name,
+        title=s.title,
+        key_env=names[0] if names else None,
     )
 
 

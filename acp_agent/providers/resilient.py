@@ -5,11 +5,14 @@ back-off, timeouts and error discipline, for turns, compaction and subagents ali
   a refused or dropped connection, a timeout) is retried with exponential back-off and
   full jitter, or after the server's ``Retry-After``, at most ``max_retries`` times, and
   only while nothing of the answer was yielded (an answer already shown is never
-  streamed twice). ``on_retry`` hears of each wait first, so the user can be told.
+  streamed twice). ``on_retry`` hears of each wait first, so the user can be told. An
+  error given up on says how many retries it survived.
 * **Timeouts.** ``first_event_timeout`` bounds the wait for the first event of a
   response, ``idle_timeout`` every later wait. Only time spent waiting on the provider
   counts (not the consumer's own work), and keep-alives are not events. A timeout is a
-  :class:`~acp_agent.errors.ProviderTimeoutError` naming what timed out and where.
+  :class:`~acp_agent.errors.ProviderTimeoutError` naming what timed out, where, and the
+  limit (``limits.first-event-timeout``, ``limits.idle-timeout``). The SDKs' own HTTP
+  timeouts are backstops set no shorter than these (``providers.registry.endpoint``).
 * **Discipline.** The provider's stream is closed on every exit, cancellation included
   (which closes the HTTP response). Only ``ProviderError``\\ s come out; anything else a
   provider raises is a bug reported as a broken stream. ``CancelledError`` propagates.
@@ -80,6 +83,10 @@ class Resilient:
                 return
             except ProviderError as exc:
                 if started or not exc.retryable or attempt >= self.policy.max_retries:
+                    if attempt:
+                        s = "y" if attempt == 1 else "ies"
+                        exc.message = f"{exc.message} (gave up after {attempt} retr{s})"
+                        exc.args = (exc.message,)
                     raise
                 delay = backoff_delay(attempt, exc.retry_after, self.policy.max_delay)
                 attempt += 1
@@ -92,8 +99,8 @@ class Resilient:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
-        dog = _Watchdog(loop, task, self.policy.first_event_timeout)
         stream = self.inner.stream(request)
+        dog = _Watchdog(loop, task, self.policy.first_event_timeout)
         try:
             while True:
                 dog.since = loop.time()
@@ -127,8 +134,12 @@ class Resilient:
     def _timed_out(self, dog: _Watchdog) -> ProviderTimeoutError:
         where = f"{self.name} at {self.endpoint}"
         if not dog.seen:
-            return ProviderTimeoutError(f"No answer from {where} within {dog.limit:g} s")
-        return ProviderTimeoutError(f"The stream from {where} stalled for {dog.limit:g} s")
+            return ProviderTimeoutError(
+                f"No answer from {where} within {dog.limit:g} s (limits.first-event-timeout)"
+            )
+        return ProviderTimeoutError(
+            f"The stream from {where} stalled for {dog.limit:g} s (limits.idle-timeout)"
+        )
 
 
 class _Watchdog:

@@ -14,6 +14,14 @@ Tests enqueue one response per expected request and read back what the client se
         server.requests[0].body["messages"]
 
 When the queue is empty the server answers with ``default`` (an HTTP 500 unless set).
+
+Faults, as the real services produce them: :func:`openai_error`/:func:`anthropic_error`
+(the vendors' error bodies and headers), :class:`Hang` (no response headers, ever),
+``Reply(hang_after=n)`` (silence after ``n`` events), ``Reply(keepalive_after=n)``
+(only keep-alives after ``n`` events: SSE comments for OpenAI, ``ping`` events for
+Anthropic), ``Reply(disconnect_after=n)``, :class:`Malformed` events. Stalls are endless:
+they end when the client goes away. A server built on a bound but not yet listening
+socket (``FakeLLMServer(sock=...)``) refuses connections until :meth:`start`.
 ``python -m tests.fakes.llm_server --chunks 200`` serves :class:`Burst` replies forever and
 prints its port on stdout (for benchmarks that spawn the agent against it).
 """
@@ -24,13 +32,16 @@ import argparse
 import asyncio
 import contextlib
 import json
+import socket
 from collections import deque
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, TypeAlias
 
 from .llm_wire import (
+    KEEPALIVE,
     Finish,
+    Malformed,
     Raw,
     Redacted,
     Refusal,
@@ -49,6 +60,7 @@ __all__ = [  # the steps are re-exported: tests import everything from here
     "Finish",
     "Hang",
     "HttpError",
+    "Malformed",
     "Raw",
     "RecordedRequest",
     "Redacted",
@@ -58,6 +70,8 @@ __all__ = [  # the steps are re-exported: tests import everything from here
     "Thinking",
     "ToolCall",
     "Usage",
+    "anthropic_error",
+    "openai_error",
 ]
 
 # --------------------------------------------------------------------------- responses
@@ -70,6 +84,8 @@ class Reply:
     steps: list[Step]
     disconnect_after: int | None = None  # then drop the connection (no terminating chunk)
     hang_after: int | None = None  # then stop sending, keeping the connection open
+    keepalive_after: int | None = None  # then only keep-alives, until the client goes
+    keepalive_every: float = 0.05
     done: bool = True  # OpenAI: end with ``data: [DONE]``
     delay: float = 0.0  # seconds between events
 
@@ -79,6 +95,22 @@ class HttpError:
     status: int
     body: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+
+
+def openai_error(
+    status: int, message: str, type: str, code: str | None = None, **headers: str
+) -> HttpError:
+    """An error as api.openai.com answers it (``retry_after="2"`` -> ``retry-after: 2``)."""
+    body = {"error": {"message": message, "type": type, "param": None, "code": code}}
+    named = {k.replace("_", "-"): v for k, v in headers.items()}
+    return HttpError(status, body, {"x-request-id": "req_fake", **named})
+
+
+def anthropic_error(status: int, type: str, message: str, **headers: str) -> HttpError:
+    """An error as api.anthropic.com answers it (529 ``overloaded_error`` included)."""
+    body = {"type": "error", "error": {"type": type, "message": message}}
+    named = {k.replace("_", "-"): v for k, v in headers.items()}
+    return HttpError(status, body, {"request-id": "req_fake", **named})
 
 
 @dataclass(frozen=True)
@@ -128,12 +160,18 @@ def _chunk(data: bytes) -> bytes:
 
 class FakeLLMServer:
     def __init__(
-        self, *, default: Response | None = None, port: int = 0, record: bool = True
+        self,
+        *,
+        default: Response | None = None,
+        port: int = 0,
+        record: bool = True,
+        sock: socket.socket | None = None,
     ) -> None:
         self.default = default or HttpError(500, {"error": {"message": "no scripted response"}})
         self.requests: list[RecordedRequest] = []
         self.record = record  # keep every request in ``requests`` (off for long benchmarks)
-        self.port = port
+        self.port = sock.getsockname()[1] if sock is not None else port
+        self._sock = sock
         self._queue: deque[Response] = deque()
         self._server: asyncio.Server | None = None
         self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
@@ -153,7 +191,10 @@ class FakeLLMServer:
         self._queue.extend(responses)
 
     async def start(self) -> FakeLLMServer:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        if self._sock is not None:  # bound, refusing connections until now
+            self._server = await asyncio.start_server(self._serve, sock=self._sock)
+        else:
+            self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -235,6 +276,9 @@ class FakeLLMServer:
                 await writer.drain()
                 await _wait_eof(reader, req)
                 return False
+            if i == resp.keepalive_after:
+                await _keep_alive(reader, writer, req, KEEPALIVE[vendor], resp.keepalive_every)
+                return False
             if event is None:
                 break
             writer.write(_chunk(event))
@@ -285,6 +329,26 @@ async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
     except ValueError:
         body = data
     return RecordedRequest(method, path, headers, body)
+
+
+async def _keep_alive(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    req: RecordedRequest,
+    data: bytes,
+    every: float,
+) -> None:
+    """Send keep-alives until the client goes away (they keep its HTTP read alive)."""
+    gone = asyncio.create_task(_wait_eof(reader, req))
+    try:
+        while not gone.done():
+            writer.write(_chunk(data))
+            await writer.drain()
+            await asyncio.wait({gone}, timeout=every)
+    except ConnectionError:
+        req.disconnected.set()
+    finally:
+        gone.cancel()
 
 
 async def _wait_eof(reader: asyncio.StreamReader, req: RecordedRequest) -> None:

@@ -73,7 +73,20 @@ class Raw:
     event: str | None = None
 
 
-Step: TypeAlias = Text | Thinking | Redacted | Refusal | ToolCall | Usage | Finish | Raw
+@dataclass(frozen=True)
+class Malformed:
+    """An SSE event whose ``data`` is not JSON (a broken proxy, a truncated write)."""
+
+    data: str = '{"choices": [{"delta": {"content": "trunc'
+
+
+Step: TypeAlias = Text | Thinking | Redacted | Refusal | ToolCall | Usage | Finish | Raw | Malformed
+
+KEEPALIVE = {
+    "openai": b": keep-alive\n\n",  # an SSE comment (OpenRouter, proxies)
+    "anthropic": b'event: ping\ndata: {"type": "ping"}\n\n',  # the Messages API's own
+}
+"""What each vendor sends to keep a quiet stream open: never an event of the answer."""
 
 # --------------------------------------------------------------------------- wire formats
 
@@ -129,6 +142,8 @@ def openai_events(steps: list[Step], model: str, done: bool = True) -> list[byte
             out.append(chunk({}, _OPENAI_REASON.get(step.reason, step.reason)))
         elif isinstance(step, Raw):
             out.append(_sse(step.data, step.event))
+        elif isinstance(step, Malformed):
+            out.append(f"data: {step.data}\n\n".encode())
     if done:
         out.append(b"data: [DONE]\n\n")
     return out
@@ -212,4 +227,6 @@ def anthropic_events(steps: list[Step], model: str) -> list[bytes]:
             emit({"type": "message_stop"})
         elif isinstance(step, Raw):
             out.append(_sse(step.data, step.event or step.data.get("type")))
+        elif isinstance(step, Malformed):
+            out.append(f"event: content_block_delta\ndata: {step.data}\n\n".encode())
     return out

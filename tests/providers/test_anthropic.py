@@ -311,6 +311,8 @@ async def test_silent_server_times_out_as_connection_error(
     _, error = await collect_until_error(provider.stream(ask()))  # pytest-timeout guards a hang
     await provider.aclose()
     assert isinstance(error, ProviderConnectionError) and error.retryable
+    assert "The request to " in error.message and server.url in error.message
+    assert "no data for 0.3 s" in error.message
 
 
 @pytest.mark.asyncio
@@ -320,7 +322,9 @@ async def test_stall_after_output_is_a_stream_error(server: FakeLLMServer) -> No
     events, error = await collect_until_error(provider.stream(ask()))
     await provider.aclose()
     assert events == [TextDelta("a")]
-    assert isinstance(error, ProviderStreamError) and "timed out" in error.message
+    assert isinstance(error, ProviderStreamError)
+    assert error.message.endswith("broke off: no data for 0.3 s ([anthropic] timeout)")
+    assert server.url in error.message
 
 
 @pytest.mark.asyncio

@@ -347,6 +347,8 @@ async def test_silent_server_times_out_as_connection_error(
     _, error = await collect_until_error(provider.stream(ask()))  # pytest-timeout guards a hang
     await provider.aclose()
     assert isinstance(error, ProviderConnectionError) and error.retryable
+    assert "The request to " in error.message and server.openai_url in error.message
+    assert "no data for 0.3 s" in error.message
 
 
 @pytest.mark.asyncio
@@ -356,7 +358,9 @@ async def test_stall_after_output_is_a_stream_error(server: FakeLLMServer) -> No
     events, error = await collect_until_error(provider.stream(ask()))
     await provider.aclose()
     assert events == [TextDelta("a")]
-    assert isinstance(error, ProviderStreamError) and "timed out" in error.message
+    assert isinstance(error, ProviderStreamError)
+    assert error.message.endswith("broke off: no data for 0.3 s ([openai] timeout)")
+    assert server.openai_url in error.message
 
 
 @pytest.mark.asyncio

@@ -63,6 +63,20 @@ def test_endpoint_precedence_configuration_then_environment_then_default() -> No
     assert endpoint(default, "openrouter", env={}).base_url == "https://openrouter.ai/api/v1"
 
 
+def test_the_http_timeout_never_cuts_a_wait_the_limits_allow() -> None:
+    """The SDK's read timeout is a backstop: the wrapper's first-event and idle timeouts
+    end stalls (keep-alives aside) and name their limit, so it is never shorter."""
+    config = from_mapping({"model": "openai:m", "openai": {"timeout": 5.0},
+                           "limits": {"first-event-timeout": 900.0}})  # fmt: skip
+    found = endpoint(config, "openai", env={"OPENAI_API_KEY": "k"})
+    assert found.timeout == 900.0
+    assert (found.family, found.title, found.key_env) == ("openai", "OpenAI", "OPENAI_API_KEY")
+    roomy = from_mapping({"model": "openai:m", "openai": {"timeout": 1000.0}})
+    assert endpoint(roomy, "openai", env={}).timeout == 1000.0
+    ollama = endpoint(from_mapping({"model": "ollama:m"}), "ollama", env={})
+    assert (ollama.title, ollama.key_env) == ("Ollama", None)
+
+
 @pytest.mark.parametrize(("raw", "message"), [
     ({"model": "anthropic"}, "names no model; write anthropic:<model>"),
     ({"model": "gemini:pro"}, "a family among offline, openai, anthropic, ollama, openrouter"),
