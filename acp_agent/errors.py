@@ -13,6 +13,7 @@
     ProviderError(message)                  a model provider failed; translated once, at the
      ├ ProviderAuthError    (status)        provider boundary, from httpx/openai/anthropic errors
      ├ ProviderHTTPError    (status, body, retry_after)   .retryable for 408/409/429/5xx
+     │  └ ProviderContextError              the request is longer than the model's window
      ├ ProviderConnectionError              network failure before the answer started
      │  └ ProviderTimeoutError              no answer, or a stalled stream (providers.resilient)
      └ ProviderStreamError                  the stream broke or ended without a finish
@@ -129,6 +130,12 @@ class ProviderHTTPError(ProviderError):
         self.body = body
         self.retry_after = retry_after
         self.retryable = status in (408, 409, 429) or status >= 500
+
+
+class ProviderContextError(ProviderHTTPError):
+    """The request did not fit the model's context window (OpenAI
+    ``context_length_exceeded``, Anthropic ``prompt is too long``, vLLM's "maximum context
+    length"): the turn makes room and tries again (see ``compaction``)."""
 
 
 class ProviderConnectionError(ProviderError):

@@ -21,6 +21,7 @@ import msgspec
 from ..errors import (
     ProviderAuthError,
     ProviderConnectionError,
+    ProviderContextError,
     ProviderError,
     ProviderHTTPError,
     ProviderStreamError,
@@ -215,7 +216,10 @@ def _status_error(exc: Exception, status: int, response: Any, origin: Origin) ->
     else:
         what = _SAYS.get(status, "server error" if status >= 500 else "the request was rejected")
     headers = response.headers
-    error = ProviderHTTPError(
+    too_long = status in (400, 413) and is_context_overflow(said, kind)
+    if too_long:
+        what = "the conversation is longer than the model's context window"
+    error = (ProviderContextError if too_long else ProviderHTTPError)(
         f"{origin.where}: {what}{tail}", status, _body(response), parse_retry_after(headers)
     )
     should_retry = headers.get("x-should-retry")  # the vendors' own say, as their SDKs obey it
@@ -224,6 +228,22 @@ def _status_error(exc: Exception, status: int, response: Any, origin: Origin) ->
     if kind in _NO_QUOTA:  # waiting does not buy credit
         error.retryable = False
     return error
+
+
+_OVERFLOW = (
+    "prompt is too long",  # Anthropic
+    "maximum context length",  # OpenAI, vLLM
+    "context_length_exceeded",
+    "context length",  # llama.cpp, LM Studio
+    "too many tokens",
+    "exceeds the context window",
+)
+
+
+def is_context_overflow(message: str, kind: str | None) -> bool:
+    """Whether a 400's message (or code) says the request did not fit the window."""
+    text = f"{kind or ''} {message}".lower()
+    return any(marker in text for marker in _OVERFLOW)
 
 
 def vendor_message(exc: Exception, response: Any) -> tuple[str, str | None]:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, TypeAlias
 
+from .api_rules import violation
 from .llm_wire import (
     KEEPALIVE,
     Finish,
@@ -176,6 +177,11 @@ class FakeLLMServer:
         self._server: asyncio.Server | None = None
         self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._burst_cache: dict[tuple[str, int, str, str], bytes] = {}
+        self.window: int | None = None
+        """The model's context window in tokens (``api_rules.count_tokens``): a longer
+        request gets the vendor's context-length error. ``None``: unlimited."""
+        self.lenient = False
+        """Skip ``api_rules`` (a test that sends what the APIs reject on purpose)."""
 
     @property
     def url(self) -> str:
@@ -221,7 +227,9 @@ class FakeLLMServer:
             while (req := await _read_request(reader)) is not None:
                 if self.record:
                     self.requests.append(req)
-                resp = self._queue.popleft() if self._queue else self.default
+                resp = self._rejected(req)
+                if resp is None:
+                    resp = self._queue.popleft() if self._queue else self.default
                 if not await self._respond(req, resp, reader, writer):
                     break
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -229,6 +237,17 @@ class FakeLLMServer:
         finally:
             self._conns.pop(task, None)
             writer.transport.abort()
+
+    def _rejected(self, req: RecordedRequest) -> Response | None:
+        """What the real API would refuse in this request (a scripted reply stays queued)."""
+        if self.lenient:
+            return None
+        path = req.path.split("?", 1)[0]
+        vendor = "openai" if path.endswith("/chat/completions") else "anthropic"
+        if not path.endswith(("/chat/completions", "/messages")):
+            return None
+        problem: Response | None = violation(vendor, req.body, self.window)
+        return problem
 
     async def _respond(
         self,

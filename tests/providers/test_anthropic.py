@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from acp_agent.config import Config
 from acp_agent.conversation import (
     AssistantMessage,
     ImagePart,
@@ -26,7 +27,6 @@ from acp_agent.errors import (
     ProviderHTTPError,
     ProviderStreamError,
 )
-from acp_agent.config import Config
 from acp_agent.providers import make_provider
 from acp_agent.providers._anthropic import AnthropicProvider
 from acp_agent.providers.base import (
@@ -359,7 +359,8 @@ async def test_history_conversion(server: FakeLLMServer, provider: AnthropicProv
         UserMessage([TextPart("Go on.")]),
     ]
     server.enqueue(Reply([Text("ok"), Finish("stop")]))
-    await collect(provider.stream(ask(*history)))
+    tools = [ToolSpec(n, n, {"type": "object", "properties": {}}) for n in ("read_file", "screenshot")]
+    await collect(provider.stream(ask(*history, tools=tools)))
     source = {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="}
     assert server.requests[0].body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Look:"},
