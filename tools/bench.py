@@ -14,10 +14,10 @@ Measures (medians):
   encode    in-process agent CPU to encode and write one ``session/update``
   load      ``session/load`` of a 1,000-turn session (replay streamed, then the response)
   sse       in-process agent CPU per chunk to decode a streamed reply through the real
-            SDKs' ``with_streaming_response`` against the fake server: today's parser
-            (providers/_wire.py), httpx-sse with the same msgspec Structs, and the SDK's
-            own pydantic models; both vendors; the reply in one HTTP chunk frame (``body``)
-            or one frame per SSE event (``event``, as the vendors send)
+            SDKs' ``with_streaming_response`` against the fake server: providers/_wire.py
+            (httpx-sse + msgspec), the hand-written parser it replaced (+ msgspec), and the
+            SDK's own pydantic models; both vendors; the reply in one HTTP chunk frame
+            (``body``) or one frame per SSE event (``event``, as the vendors send)
 
 Nothing here asserts: the figures go into issue notes. Loopback only.
 """
@@ -343,33 +343,37 @@ def bench_encode(n: int = 200_000) -> dict[str, float]:
 
 
 def _sse_decoders() -> dict[str, Any]:
-    """The decoders ``--only sse`` compares: today's parser and httpx-sse (when installed)
-    feeding the same msgspec decoding and checks (``EventStream._decode``), and for
-    reference the SDK's own stream of pydantic models (``parse()`` of the same response)."""
+    """The decoders ``--only sse`` compares on the same SDK response: ``EventStream`` as
+    shipped (httpx-sse, then msgspec), the hand-written SSE parser it replaced (issue 13)
+    feeding the same msgspec decoding, and the SDK's own pydantic models (``parse()``)."""
     from acp_agent.providers._wire import EventStream
+
+    class HandParsedStream(EventStream):
+        async def _events(self) -> Any:
+            data: list[str] = []
+            async for line in self._response.iter_lines():
+                if line.startswith("data:"):
+                    data.append(line[6:] if line.startswith("data: ") else line[5:])
+                    if len(data) == 1 and data[0].startswith("{") and data[0].endswith("}"):
+                        event = self._decode(data.pop())  # one line, one event: decode now
+                        if event is not None:
+                            yield event
+                    continue
+                if line or not data:
+                    continue  # comments, event names, ids
+                event = self._decode("\n".join(data))
+                data.clear()
+                if event is not None:
+                    yield event
+            if data and (event := self._decode("\n".join(data))) is not None:
+                yield event
 
     class SDKModelsStream(EventStream):
         async def _events(self) -> Any:
             async for event in await self._response.parse():
                 yield event
 
-    decoders: dict[str, Any] = {"wire": EventStream, "sdk": SDKModelsStream}
-    try:
-        from httpx_sse import EventSource
-    except ImportError:
-        return decoders
-
-    class HttpxSSEStream(EventStream):
-        async def _events(self) -> Any:
-            # the SDK response wraps an httpx2 response, which httpx-sse reads as an httpx one
-            async for sse in EventSource(self._response.http_response).aiter_sse():
-                if sse.data:
-                    event = self._decode(sse.data)
-                    if event is not None:
-                        yield event
-
-    decoders["httpx_sse"] = HttpxSSEStream
-    return decoders
+    return {"httpx_sse": EventStream, "hand": HandParsedStream, "sdk": SDKModelsStream}
 
 
 def _sse_target(vendor: str, url: str) -> tuple[Any, Any, Any, Any]:
@@ -388,7 +392,7 @@ def _sse_target(vendor: str, url: str) -> tuple[Any, Any, Any, Any]:
 async def bench_sse(runs: int, chunks: int) -> dict[str, Any]:
     """µs of this process's CPU (``time.process_time``) per chunk, from the request through
     the SDK to the last event decoded; medians over ``runs`` rounds (after a warm-up round)
-    that run each decoder once, in turn first and last. ``minus_wire``: the median of the
+    that run each decoder once, in turn first and last. ``minus_hand``: the median of the
     per-round differences. The fake server runs in its own process: its CPU is not counted."""
     from acp_agent.conversation import TextPart, UserMessage
     from acp_agent.providers.base import ModelRequest
@@ -397,8 +401,6 @@ async def bench_sse(runs: int, chunks: int) -> dict[str, Any]:
     request = ModelRequest(system="", messages=[UserMessage([TextPart("go")])])
     sdk_runs = max(3, runs // 4)  # the SDK's models are slow: fewer rounds
     out: dict[str, Any] = {"sse_chunks": chunks, "sse_runs": runs, "sse_sdk_runs": sdk_runs}
-    if "httpx_sse" not in decoders:
-        out["sse_httpx_sse"] = "httpx-sse not installed"
     for framing, flags in (("body", ()), ("event", ("--per-event",))):
         server, port = await _spawn_fake_server(chunks, *flags)
         try:
@@ -425,9 +427,8 @@ async def bench_sse(runs: int, chunks: int) -> dict[str, Any]:
                 out[f"{key}_events_decoded"] = "/".join(map(str, sorted(events)))
                 for name, samples in cpu.items():
                     out[f"{key}_{name}_us_per_chunk"] = f"{median(samples):.2f}"
-                if "httpx_sse" in cpu:
-                    diffs = [b - a for a, b in zip(cpu["wire"], cpu["httpx_sse"], strict=True)]
-                    out[f"{key}_httpx_sse_minus_wire_us"] = f"{median(diffs):+.2f}"
+                diffs = [a - b for a, b in zip(cpu["httpx_sse"], cpu["hand"], strict=True)]
+                out[f"{key}_httpx_sse_minus_hand_us"] = f"{median(diffs):+.2f}"
         finally:
             server.kill()
             await server.wait()

@@ -47,6 +47,7 @@ __all__ = [  # the steps are re-exported: tests import everything from here
     "Burst",
     "FakeLLMServer",
     "Finish",
+    "Frames",
     "Hang",
     "HttpError",
     "Raw",
@@ -97,7 +98,15 @@ class Burst:
     per_event: bool = False
 
 
-Response: TypeAlias = Reply | HttpError | Hang | Burst
+@dataclass(frozen=True)
+class Frames:
+    """A body written as is, one HTTP chunk frame per item (for SSE edge cases)."""
+
+    frames: list[bytes]
+    content_type: str = "text/event-stream"
+
+
+Response: TypeAlias = Reply | HttpError | Hang | Burst | Frames
 
 
 @dataclass
@@ -222,6 +231,11 @@ class FakeLLMServer:
             return False
         if isinstance(resp, Burst):
             writer.write(self._burst(vendor, model, resp))
+            await writer.drain()
+            return True
+        if isinstance(resp, Frames):
+            head = _SSE_HEAD.replace(b"text/event-stream", resp.content_type.encode())
+            writer.write(head + b"".join(map(_chunk, resp.frames)) + b"0\r\n\r\n")
             await writer.drain()
             return True
         events = (
