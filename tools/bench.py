@@ -1,7 +1,8 @@
 """Benchmarks of the agent as editors see it: a fresh ``acp-agent`` process per sample.
 
     python tools/bench.py                  # everything, medians over --runs spawns
-    python tools/bench.py --only startup   # one measure (startup, stream, cancel, exit, encode)
+    python tools/bench.py --only startup   # one measure (startup, stream, cancel, exit, encode,
+                                           # load, sse)
 
 Measures (medians):
   startup   spawn -> ``initialize`` reply; ``session/new`` round trip; RSS after start
@@ -12,6 +13,11 @@ Measures (medians):
   exit      stdin closed -> process gone (during a running turn)
   encode    in-process agent CPU to encode and write one ``session/update``
   load      ``session/load`` of a 1,000-turn session (replay streamed, then the response)
+  sse       in-process agent CPU per chunk to decode a streamed reply through the real
+            SDKs' ``with_streaming_response`` against the fake server: providers/_wire.py
+            (httpx-sse + msgspec), the hand-written parser it replaced (+ msgspec), and the
+            SDK's own pydantic models; both vendors; the reply in one HTTP chunk frame
+            (``body``) or one frame per SSE event (``event``, as the vendors send)
 
 Nothing here asserts: the figures go into issue notes. Loopback only.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -201,20 +208,20 @@ async def bench_stream_offline(runs: int, tmp: str, chunks: int) -> dict[str, fl
     }
 
 
-async def bench_stream_sdk(runs: int, tmp: str, chunks: int, vendor: str) -> dict[str, float]:
-    """Through the real SDK (``vendor`` openai or anthropic) against the local fake server."""
+async def _spawn_fake_server(chunks: int, *flags: str) -> tuple[Any, int]:
     server = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.fakes.llm_server",
-        "--chunks",
-        str(chunks),
+        *(sys.executable, "-m", "tests.fakes.llm_server", "--chunks", str(chunks), *flags),
         stdout=-1,
         cwd=str(ROOT),
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert server.stdout
-    port = int((await server.stdout.readline()).split()[-1])
+    return server, int((await server.stdout.readline()).split()[-1])
+
+
+async def bench_stream_sdk(runs: int, tmp: str, chunks: int, vendor: str) -> dict[str, float]:
+    """Through the real SDK (``vendor`` openai or anthropic) against the local fake server."""
+    server, port = await _spawn_fake_server(chunks)
     rates, cpus, firsts, rss = [], [], [], []
     try:
         for _ in range(runs):
@@ -335,6 +342,99 @@ def bench_encode(n: int = 200_000) -> dict[str, float]:
     return {"encode_write_us_per_update": asyncio.run(run())}
 
 
+def _sse_decoders() -> dict[str, Any]:
+    """The decoders ``--only sse`` compares on the same SDK response: ``EventStream`` as
+    shipped (httpx-sse, then msgspec), the hand-written SSE parser it replaced (issue 13)
+    feeding the same msgspec decoding, and the SDK's own pydantic models (``parse()``)."""
+    from acp_agent.providers._wire import EventStream
+
+    class HandParsedStream(EventStream):
+        async def _events(self) -> Any:
+            data: list[str] = []
+            async for line in self._response.iter_lines():
+                if line.startswith("data:"):
+                    data.append(line[6:] if line.startswith("data: ") else line[5:])
+                    if len(data) == 1 and data[0].startswith("{") and data[0].endswith("}"):
+                        event = self._decode(data.pop())  # one line, one event: decode now
+                        if event is not None:
+                            yield event
+                    continue
+                if line or not data:
+                    continue  # comments, event names, ids
+                event = self._decode("\n".join(data))
+                data.clear()
+                if event is not None:
+                    yield event
+            if data and (event := self._decode("\n".join(data))) is not None:
+                yield event
+
+    class SDKModelsStream(EventStream):
+        async def _events(self) -> Any:
+            async for event in await self._response.parse():
+                yield event
+
+    return {"httpx_sse": EventStream, "hand": HandParsedStream, "sdk": SDKModelsStream}
+
+
+def _sse_target(vendor: str, url: str) -> tuple[Any, Any, Any, Any]:
+    """A provider, its SDK's ``with_streaming_response.create``, its Struct and its check."""
+    from acp_agent.providers import _anthropic, _openai, _wire
+
+    if vendor == "openai":
+        o = _openai.OpenAIProvider("gpt-4.1", api_key="bench", base_url=f"{url}/v1")
+        create = o._ensure_client().chat.completions.with_streaming_response.create
+        return o, create, _wire.Chunk, _wire.openai_event
+    a = _anthropic.AnthropicProvider("claude-sonnet-4-5", api_key="bench", base_url=url)
+    create = a._ensure_client().messages.with_streaming_response.create
+    return a, create, _wire.AEvent, _wire.anthropic_event
+
+
+async def bench_sse(runs: int, chunks: int) -> dict[str, Any]:
+    """µs of this process's CPU (``time.process_time``) per chunk, from the request through
+    the SDK to the last event decoded; medians over ``runs`` rounds (after a warm-up round)
+    that run each decoder once, in turn first and last. ``minus_hand``: the median of the
+    per-round differences. The fake server runs in its own process: its CPU is not counted."""
+    from acp_agent.conversation import TextPart, UserMessage
+    from acp_agent.providers.base import ModelRequest
+
+    decoders = _sse_decoders()
+    request = ModelRequest(system="", messages=[UserMessage([TextPart("go")])])
+    sdk_runs = max(3, runs // 4)  # the SDK's models are slow: fewer rounds
+    out: dict[str, Any] = {"sse_chunks": chunks, "sse_runs": runs, "sse_sdk_runs": sdk_runs}
+    for framing, flags in (("body", ()), ("event", ("--per-event",))):
+        server, port = await _spawn_fake_server(chunks, *flags)
+        try:
+            for vendor in ("openai", "anthropic"):
+                provider, create, struct, check = _sse_target(vendor, f"http://127.0.0.1:{port}")
+                params = provider.request_params(request)
+                cpu: dict[str, list[float]] = {name: [] for name in decoders}
+                events: set[int] = set()
+                for round_ in range(runs + 1):  # round 0 warms up (imports, connection)
+                    order = [d for d in decoders.items() if d[0] != "sdk" or round_ <= sdk_runs]
+                    for name, decoder in order[:: 1 if round_ % 2 else -1]:  # alternate first
+                        gc.collect()
+                        t0 = time.process_time()
+                        stream = await decoder(create(**params), struct, check).open()
+                        n = 0
+                        async for _ in stream:
+                            n += 1
+                        await stream.close()
+                        if round_:
+                            cpu[name].append((time.process_time() - t0) / chunks * 1e6)
+                        events.add(n)
+                await provider.aclose()
+                key = f"sse_{vendor}_{framing}"
+                out[f"{key}_events_decoded"] = "/".join(map(str, sorted(events)))
+                for name, samples in cpu.items():
+                    out[f"{key}_{name}_us_per_chunk"] = f"{median(samples):.2f}"
+                diffs = [a - b for a, b in zip(cpu["httpx_sse"], cpu["hand"], strict=True)]
+                out[f"{key}_httpx_sse_minus_hand_us"] = f"{median(diffs):+.2f}"
+        finally:
+            server.kill()
+            await server.wait()
+    return out
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -358,6 +458,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             out.update(await bench_load(max(3, args.runs // 4), tmp))
         if args.only in (None, "cancel", "exit"):
             out.update(await bench_cancel_and_exit(max(5, args.runs // 2), tmp))
+        if args.only in (None, "sse"):
+            out.update(await bench_sse(args.runs, args.chunks))
     return out
 
 
@@ -367,7 +469,8 @@ def main() -> None:
     )
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--chunks", type=int, default=20_000)
-    p.add_argument("--only", choices=["startup", "stream", "cancel", "exit", "encode", "load"])
+    measures = ["startup", "stream", "cancel", "exit", "encode", "load", "sse"]
+    p.add_argument("--only", choices=measures)
     args = p.parse_args()
     _prepare()
     results: dict[str, Any] = {}

@@ -22,8 +22,8 @@ Faults, as the real services produce them: :func:`openai_error`/:func:`anthropic
 Anthropic), ``Reply(disconnect_after=n)``, :class:`Malformed` events. Stalls are endless:
 they end when the client goes away. A server built on a bound but not yet listening
 socket (``FakeLLMServer(sock=...)``) refuses connections until :meth:`start`.
-``python -m tests.fakes.llm_server --chunks 200`` serves :class:`Burst` replies forever and
-prints its port on stdout (for benchmarks that spawn the agent against it).
+``python -m tests.fakes.llm_server --chunks 200 [--per-event]`` serves :class:`Burst` replies
+forever and prints its port on stdout (for benchmarks that spawn the agent against it).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ __all__ = [  # the steps are re-exported: tests import everything from here
     "Burst",
     "FakeLLMServer",
     "Finish",
+    "Frames",
     "Hang",
     "HttpError",
     "Malformed",
@@ -121,13 +122,24 @@ class Hang:
 
 @dataclass(frozen=True)
 class Burst:
-    """Fast path: ``n`` text chunks of ``text``, pre-rendered and written at once."""
+    """Fast path: ``n`` text chunks of ``text``, pre-rendered and written at once: the whole
+    reply in one HTTP chunk frame, or with ``per_event`` one frame per SSE event (as the
+    vendors send)."""
 
     n: int
     text: str = "x"
+    per_event: bool = False
 
 
-Response: TypeAlias = Reply | HttpError | Hang | Burst
+@dataclass(frozen=True)
+class Frames:
+    """A body written as is, one HTTP chunk frame per item (for SSE edge cases)."""
+
+    frames: list[bytes]
+    content_type: str = "text/event-stream"
+
+
+Response: TypeAlias = Reply | HttpError | Hang | Burst | Frames
 
 
 @dataclass
@@ -176,7 +188,7 @@ class FakeLLMServer:
         self._queue: deque[Response] = deque()
         self._server: asyncio.Server | None = None
         self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
-        self._burst_cache: dict[tuple[str, int, str, str], bytes] = {}
+        self._burst_cache: dict[tuple[str, int, str, str, bool], bytes] = {}
         self.window: int | None = None
         """The model's context window in tokens (``api_rules.count_tokens``): a longer
         request gets the vendor's context-length error. ``None``: unlimited."""
@@ -281,6 +293,11 @@ class FakeLLMServer:
             writer.write(self._burst(vendor, model, resp))
             await writer.drain()
             return True
+        if isinstance(resp, Frames):
+            head = _SSE_HEAD.replace(b"text/event-stream", resp.content_type.encode())
+            writer.write(head + b"".join(map(_chunk, resp.frames)) + b"0\r\n\r\n")
+            await writer.drain()
+            return True
         events = (
             openai_events(resp.steps, model, resp.done)
             if vendor == "openai"
@@ -313,7 +330,7 @@ class FakeLLMServer:
         return True
 
     def _burst(self, vendor: str, model: str, burst: Burst) -> bytes:
-        key = (vendor, burst.n, burst.text, model)
+        key = (vendor, burst.n, burst.text, model, burst.per_event)
         if key not in self._burst_cache:
             steps: list[Step] = [Text(burst.text)] * burst.n
             steps += [Finish("stop"), Usage(burst.n, burst.n)]
@@ -322,7 +339,8 @@ class FakeLLMServer:
                 if vendor == "openai"
                 else anthropic_events(steps, model)
             )
-            self._burst_cache[key] = _SSE_HEAD + _chunk(b"".join(events)) + b"0\r\n\r\n"
+            frames = map(_chunk, events) if burst.per_event else [_chunk(b"".join(events))]
+            self._burst_cache[key] = _SSE_HEAD + b"".join(frames) + b"0\r\n\r\n"
         return self._burst_cache[key]
 
 
@@ -380,8 +398,8 @@ async def _wait_eof(reader: asyncio.StreamReader, req: RecordedRequest) -> None:
 # --------------------------------------------------------------------------- CLI
 
 
-async def _main(port: int, chunks: int, text: str) -> None:
-    server = FakeLLMServer(default=Burst(chunks, text), port=port, record=False)
+async def _main(port: int, chunks: int, text: str, per_event: bool) -> None:
+    server = FakeLLMServer(default=Burst(chunks, text, per_event), port=port, record=False)
     await server.start()
     print(server.port, flush=True)
     await asyncio.Event().wait()
@@ -392,6 +410,9 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--chunks", type=int, default=50, help="text chunks per reply")
     parser.add_argument("--text", default="x ", help="text of each chunk")
+    parser.add_argument(
+        "--per-event", action="store_true", help="one HTTP chunk frame per SSE event"
+    )
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_main(args.port, args.chunks, args.text))
+        asyncio.run(_main(args.port, args.chunks, args.text, args.per_event))
