@@ -179,7 +179,7 @@ async def dispatch(
     if name == "compact":
         from .compaction import compact_session
 
-        await compact_session(rt, session, rest or None, keep_user_turns=0)
+        await compact_session(rt, session, rest or None, keep_tokens=0)
         return done
     command = session.prompt_commands.get(name)
     if command is not None:

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from .conversation import (
     AssistantMessage,
     Message,
     TextPart,
     ToolCallPart,
     ToolResultMessage,
+    ToolSpec,
     estimate_tokens,
 )
 
@@ -78,10 +81,17 @@ def apply_stubs(history: list[Message], call_ids: set[str]) -> list[Message]:
     ]
 
 
+def frame_tokens(system: str, tools: list[ToolSpec]) -> int:
+    """What every request carries besides the history: the system prompt and the tools."""
+    return estimate_tokens([], system) + len(msgspec.json.encode(tools)) // 4
+
+
 def context_estimate(session: Session) -> int:
     """Tokens the next request will carry, at least: the provider's count of the last
-    one, or an estimate of the history when that is larger (new results since)."""
-    return max(session.usage.context_tokens, estimate_tokens(session.history))
+    one, or an estimate (history, system prompt, tools) when that is larger (new results
+    since)."""
+    estimate = estimate_tokens(session.history) + session.frame_tokens
+    return max(session.usage.context_tokens, estimate)
 
 
 def prune(session: Session, window: int, prune_at: float) -> int:

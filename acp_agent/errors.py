@@ -135,7 +135,10 @@ class ProviderHTTPError(ProviderError):
 class ProviderContextError(ProviderHTTPError):
     """The request did not fit the model's context window (OpenAI
     ``context_length_exceeded``, Anthropic ``prompt is too long``, vLLM's "maximum context
-    length"): the turn makes room and tries again (see ``compaction``)."""
+    length"): the turn makes room and tries again (see ``compaction``). ``limit``: the
+    window the server named, when it did."""
+
+    limit: int | None = None
 
 
 class ProviderConnectionError(ProviderError):

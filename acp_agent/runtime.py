@@ -117,6 +117,20 @@ class Runtime:
             info = msgspec.structs.replace(info, **changes)
         return info
 
+    def _model_facts(self, session: Session) -> ModelInfo:
+        info = self.model_info_for(session.model)
+        if session.window_limit and session.window_limit < info.context_window:
+            import msgspec
+
+            info = msgspec.structs.replace(info, context_window=session.window_limit)
+        return info
+
+    def window(self, session: Session) -> int:
+        """The session model's context window: the table's (or the configuration's), or
+        less when the server said so in a context-length error."""
+        window = self.model_info_for(session.model).context_window
+        return min(window, session.window_limit) if session.window_limit else window
+
     async def rules_for(self, session: Session) -> Rules:
         """The project's remembered "always" answers (shared by its sessions, persisted)."""
         from .permissions import Rules
@@ -189,8 +203,8 @@ class Runtime:
     async def turn_context(self, session: Session, client: Client | None = None) -> TurnContext:
         """Everything a turn of ``session`` needs (``client``: the editor as this
         session sees it; a subagent's view differs)."""
-        from .compaction import maybe_compact
-        from .context import prune
+        from .compaction import make_room, maybe_compact
+        from .context import frame_tokens, prune
         from .conversation import TextPart, UserMessage
         from .instructions import mode_note, system_prompt
         from .turn import TurnContext, TurnLimits
@@ -202,22 +216,25 @@ class Runtime:
             note = mode_note(session)  # the mode changed since the model was told
             if note is not None:
                 session.add_message(UserMessage([TextPart(note)]))
-            window = self.model_info_for(session.model).context_window
-            prune(session, window, self.config.limits.prune_at)
+            prune(session, self.window(session), self.config.limits.prune_at)
             await maybe_compact(self, session)
 
+        tools = self.tools_for(session)
+        system = await system_prompt(session, configured=self.config.system_prompt)
+        session.frame_tokens = frame_tokens(system, tools.specs())
         return TurnContext(
             session=session,
             client=client or self.client,
             provider=self.provider(session),
-            model=self.model_info_for(session.model),
-            tools=self.tools_for(session),
+            model=self._model_facts(session),
+            tools=tools,
             rules=await self.rules_for(session),
-            system=await system_prompt(session, configured=self.config.system_prompt),
+            system=system,
             limits=TurnLimits(max_turn_requests=self.config.limits.max_turn_requests),
             notify=notify,
             before_request=before_request,
             env=self.child_env,
+            make_room=lambda error: make_room(self, session, error),
         )
 
     # ------------------------------------------------------------------ telling the user

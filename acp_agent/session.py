@@ -124,6 +124,12 @@ class Session:
         """The system prompt, built on first use and kept (see ``instructions``)."""
         self.told_mode: str | None = None
         """The mode the model was last told of."""
+        self.window_limit: int | None = None
+        """A smaller context window than the model table's, as the server said."""
+        self.frame_tokens = 0
+        """Estimated tokens of the system prompt and tools every request carries."""
+        self.compact_after = 0
+        """No automatic compaction below this many tokens (a compaction just failed)."""
         self.unsaved_told = False
         """The user was told this session is not being saved (see ``lifecycle``)."""
         self.parent: Session | None = None

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .context import context_estimate
 from .conversation import (
     AssistantMessage,
     AssistantPart,
@@ -32,7 +33,7 @@ from .conversation import (
     ToolCallPart,
     UserMessage,
 )
-from .errors import ProviderStreamError
+from .errors import ProviderContextError, ProviderStreamError
 from .permissions import offered
 from .protocol import types as t
 from .providers.base import (
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
     from .tools.base import Toolset
 
 THINKING_LEVELS = ("off", "low", "medium", "high")
+#: The least an answer is given, however full the context (then the window decides).
+MIN_ANSWER_TOKENS = 1_024
 
 Notify = Callable[[str, str, "str | None"], Awaitable[None]]
 """``(severity, title, description)``: an advisory for the user (see ``Runtime.notify``)."""
@@ -87,6 +90,9 @@ class TurnContext:
     """Runs before every model request (compaction when the context is full)."""
     env: Mapping[str, str] | None = None
     """The environment of the commands tools start (the agent's, without its secrets)."""
+    make_room: Callable[[ProviderContextError], Awaitable[bool]] | None = None
+    """The request did not fit the window: compact, or drop the oldest messages;
+    ``False`` when nothing could be done (see ``compaction.make_room``)."""
     interrupted_by: Callable[[], str | None] = _by_the_user
     """While the turn unwinds from a cancellation: why, when it was not the user (the turn
     ran out of time), for the tool calls and the history it leaves behind."""
@@ -114,10 +120,27 @@ async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
     session = ctx.session
     session.add_message(user)
     totals = t.Usage(total_tokens=0, input_tokens=0, output_tokens=0)
+    made_room = False
     for _ in range(ctx.limits.max_turn_requests):
         if ctx.before_request is not None:
             await ctx.before_request()
-        step = await model_step(ctx)
+        try:
+            step = await model_step(ctx)
+        except ProviderContextError as exc:  # make room (once) and ask again
+            if made_room or ctx.make_room is None or not await ctx.make_room(exc):
+                # what cannot fit must not stay: the prompt leaves the context, like a refusal
+                start = next((i for i, m in enumerate(session.history) if m is user), None)
+                if start is not None:
+                    session.truncate_history(start)
+                raise ProviderContextError(
+                    f"{exc.message}. It still does not fit after compacting: start a new "
+                    "session, or /compact with what to keep",
+                    exc.status,
+                    exc.body,
+                ) from exc
+            made_room = True
+            continue
+        made_room = False
         if step.usage is not None:
             add_usage(totals, step.usage)
         if step.reason == "length":
@@ -126,8 +149,9 @@ async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
             return "max_tokens", totals
         if step.reason == "refusal":
             # the refused prompt and all after it leave the context (spec)
-            start = next(i for i, m in enumerate(session.history) if m is user)
-            session.truncate_history(start)
+            start = next((i for i, m in enumerate(session.history) if m is user), None)
+            if start is not None:  # (unless a compaction folded it into a summary)
+                session.truncate_history(start)
             return "refusal", totals
         if not step.calls:
             return "end_turn", totals
@@ -141,12 +165,17 @@ def request_of(ctx: TurnContext) -> ModelRequest:
     if not ctx.model.supports_thinking:
         thinking = "off"  # never sent to a model that rejects it
     mode = session.root.mode
+    # the answer's room counts against the window too: never ask for more than is left
+    window = ctx.model.context_window
+    if session.window_limit:  # learned during this turn, maybe
+        window = min(window, session.window_limit)
+    room = window - context_estimate(session) * 6 // 5 - 256  # the estimate is rough
     return ModelRequest(
         system=ctx.system,
         messages=list(session.history),
         tools=[t.spec for t in ctx.tools.tools() if offered(mode, t.kind, t.spec.name)],
         thinking=thinking,  # type: ignore[arg-type]
-        max_tokens=ctx.model.max_output_tokens,
+        max_tokens=max(MIN_ANSWER_TOKENS, min(ctx.model.max_output_tokens, room)),
     )
 
 
@@ -204,7 +233,10 @@ async def report_usage(session: Session, info: ModelInfo, usage: UsageReport) ->
     step_cost = cost(info, usage)
     if step_cost is not None:
         session.usage.cost = (session.usage.cost or 0.0) + step_cost
-    await session.emit(session.usage_update(info.context_window))
+    window = info.context_window
+    if session.window_limit:
+        window = min(window, session.window_limit)
+    await session.emit(session.usage_update(window))
 
 
 def add_usage(totals: t.Usage, u: UsageReport) -> None:

@@ -227,7 +227,11 @@ class TestCompaction:
                 await agent.prompt(sid, "/compact")
                 await agent.prompt(sid, "THIRD-QUESTION")
             summary_request = json.dumps(server.requests[2].body["messages"])
-            assert "FIRST-QUESTION" in summary_request and server.requests[2].body.get("tools") is None
+            assert "FIRST-QUESTION" in summary_request
+            # the session's own system prompt and tools: valid with any history, cached prefix
+            normal, summary = server.requests[1].body, server.requests[2].body
+            assert summary["tools"] == normal["tools"]
+            assert summary["messages"][0] == normal["messages"][0]
             after = json.dumps(server.requests[3].body["messages"])
             assert "SUMMARY-TEXT" in after and "FIRST-QUESTION" not in after
             assert "THIRD-QUESTION" in after

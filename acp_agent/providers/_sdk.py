@@ -10,6 +10,7 @@ vendor's own error message, the variable holding a rejected key, a refused conne
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -227,6 +228,8 @@ def _status_error(exc: Exception, status: int, response: Any, origin: Origin) ->
         error.retryable = should_retry == "true"
     if kind in _NO_QUOTA:  # waiting does not buy credit
         error.retryable = False
+    if isinstance(error, ProviderContextError):
+        error.limit = window_limit(said)
     return error
 
 
@@ -238,6 +241,22 @@ _OVERFLOW = (
     "too many tokens",
     "exceeds the context window",
 )
+
+
+_LIMITS = (
+    re.compile(r"> ?([\d,]+) (?:tokens )?maximum"),  # Anthropic: "123 tokens > 100 maximum"
+    re.compile(r"maximum context length is ([\d,]+)"),  # OpenAI, vLLM
+    re.compile(r"context (?:length|window|size)(?: of| is)? ([\d,]+)"),  # llama.cpp & co.
+)
+
+
+def window_limit(message: str) -> int | None:
+    """The window a context-length error names, if it names one."""
+    for pattern in _LIMITS:
+        match = pattern.search(message)
+        if match:
+            return int(match.group(1).replace(",", ""))
+    return None
 
 
 def is_context_overflow(message: str, kind: str | None) -> bool:

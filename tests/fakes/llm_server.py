@@ -34,6 +34,7 @@ import contextlib
 import json
 import socket
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, TypeAlias
@@ -194,6 +195,9 @@ class FakeLLMServer:
         request gets the vendor's context-length error. ``None``: unlimited."""
         self.lenient = False
         """Skip ``api_rules`` (a test that sends what the APIs reject on purpose)."""
+        self.responder: Callable[[RecordedRequest], Response | None] | None = None
+        """Answers a request by its content before the queue is asked (``None``: the
+        queue answers), e.g. every summary request of a long session."""
 
     @property
     def url(self) -> str:
@@ -240,6 +244,8 @@ class FakeLLMServer:
                 if self.record:
                     self.requests.append(req)
                 resp = self._rejected(req)
+                if resp is None and self.responder is not None:
+                    resp = self.responder(req)
                 if resp is None:
                     resp = self._queue.popleft() if self._queue else self.default
                 if not await self._respond(req, resp, reader, writer):
