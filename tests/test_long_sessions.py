@@ -13,8 +13,16 @@ from typing import Any
 import pytest
 
 from .fakes.api_rules import count_tokens, violation
-from .fakes.llm_server import FakeLLMServer, Finish, RecordedRequest, Reply, Response, Text
-from .fakes.llm_server import ToolCall, Usage
+from .fakes.llm_server import (
+    FakeLLMServer,
+    Finish,
+    RecordedRequest,
+    Reply,
+    Response,
+    Text,
+    ToolCall,
+    Usage,
+)
 from .harness import AgentProcess
 from .schema_check import SchemaChecker
 from .test_sessions import load
