@@ -17,7 +17,7 @@ from msgspec import UNSET, Meta, UnsetType
 from ..conversation import ImagePart
 from ..errors import RemoteError, ToolError
 from ..protocol import types as t
-from . import images
+from . import images, matching
 from ._common import PathArg, read_text, write_text
 from ._safe import open_checked
 from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
@@ -276,9 +276,10 @@ class EditFile(BuiltinTool[EditFileArgs]):
     kind: ToolKind = "edit"
     arguments = EditFileArgs
     description = (
-        "Replace an exact string in a file. old_string must match the file exactly "
-        "(whitespace included) and be unique unless replace_all is true; include enough "
-        "surrounding lines to make it unique. The file's encoding and line endings are kept."
+        "Replace text in a file. old_string should match exactly and be unique (include "
+        "surrounding lines) unless replace_all is true. If it matches only with different "
+        "indentation or trailing whitespace, in one place, that place is edited and "
+        "new_string re-indented. The file's encoding and line endings are kept."
     )
 
     def describe(self, args: EditFileArgs, ctx: ToolContext) -> CallInfo:
@@ -296,40 +297,22 @@ class EditFile(BuiltinTool[EditFileArgs]):
         if file.binary:
             raise ToolError(f"{shown} is a binary file ({size(file.size)}); edit_file edits "
                             "text only.")
-        content = file.text
-        old_string, new_string = args.old_string, args.new_string
-        count = content.count(old_string)
-        if count == 0 and "\r\n" in content and "\n" in old_string and "\r\n" not in old_string:
-            crlf = old_string.replace("\n", "\r\n")  # the model writes \n; the file uses \r\n
-            if content.count(crlf):
-                old_string = crlf
-                new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
-                count = content.count(old_string)
-        if count == 0:
-            raise ToolError(
-                f"old_string was not found in {shown}. It must match exactly, including "
-                "whitespace and indentation; read the file again to see its current content.")
-        if count > 1 and not args.replace_all:
-            raise ToolError(
-                f"old_string occurs {count} times in {shown}; include more surrounding context "
-                "to make it unique, or set replace_all to true.")
-        index = content.find(old_string)
-        line = content.count("\n", 0, index) + 1
-        if args.replace_all:
-            new_content = content.replace(old_string, new_string)
-        else:
-            new_content = content[:index] + new_string + content[index + len(old_string):]
-        await write_text(ctx, path, new_content, file)
-        n = count if args.replace_all else 1
+        edit = matching.apply(file.text, args.old_string, args.new_string,
+                              replace_all=args.replace_all, name=shown)
+        await write_text(ctx, path, edit.content, file)
+        n, line = edit.count, edit.line
         text = f"Edited {shown}: replaced {plural(n, 'occurrence')} (first at line {line})."
+        if edit.note:
+            text += " " + edit.note
         if not file.plain:
             text += f" The file's encoding was kept: {file.describe()}."
-        new_text = visible(new_content)
-        text += "\n" + _snippet(new_text, line, new_string.count("\n") + 1)
+        new_text = visible(edit.content)
+        text += "\n" + _snippet(new_text, line, edit.new_lines)
         return ToolOutput(
             text=text,
             content=[t.Diff(path=path, old_text=file.shown(), new_text=new_text)],
-            raw_output={"path": path, "replacements": n, "line": line},
+            raw_output={"path": path, "replacements": n, "line": line,
+                        "fuzzy": edit.fuzzy or None},
             locations=[t.ToolCallLocation(path=path, line=line)],
         )
 

@@ -1,5 +1,6 @@
-"""edit_file: encodings kept byte for byte, binary files refused; write_file over files
-that were not UTF-8."""
+"""edit_file's matching (exact, then lenient about whitespace when unique), its errors
+(counts and line numbers, the nearest candidate), and encodings kept byte for byte;
+write_file over files that were not UTF-8."""
 
 from __future__ import annotations
 
@@ -18,6 +19,17 @@ from .raw import Raw
 Fake = Callable[..., FakeClient]
 edit, write = Raw(EditFile()), Raw(WriteFile())
 
+PY = """\
+class Greeter:
+    def __init__(self, name):
+        self.name = name
+
+    def greet(self):
+        if self.name:
+            return f"hello {self.name}"
+        return "hello"
+"""
+
 
 async def run_edit(ws: Path, fake: Fake, name: str, **args: Any) -> str:
     out = await edit.run({"path": name, **args}, fake().context(str(ws)))
@@ -32,7 +44,120 @@ async def edit_error(ws: Path, fake: Fake, name: str, **args: Any) -> str:
     return err.value.message
 
 
-# ---------------------------------------------------------------------- binary
+# ---------------------------------------------------------------------- lenient matches
+
+
+async def test_trailing_whitespace_ignored(ws: Path, fake: Fake) -> None:
+    (ws / "t.py").write_text("a = 1   \nb = 2\t\nc = 3\n")
+    text = await run_edit(ws, fake, "t.py", old_string="a = 1\nb = 2", new_string="a = 10\nb = 20")
+    assert (ws / "t.py").read_text() == "a = 10\nb = 20\nc = 3\n"
+    assert text.split("\n")[0] == (
+        "Edited t.py: replaced 1 occurrence (first at line 1). old_string matched lines 1-2 "
+        "only ignoring trailing whitespace.")
+
+
+async def test_indentation_ignored_and_replacement_reindented(ws: Path, fake: Fake) -> None:
+    (ws / "g.py").write_text(PY)
+    old = 'def greet(self):\n    if self.name:\n        return f"hello {self.name}"\n'
+    new = 'def greet(self):\n    if not self.name:\n        return "hello"\n    return "hi"\n'
+    text = await run_edit(ws, fake, "g.py", old_string=old, new_string=new)
+    assert (ws / "g.py").read_text() == PY.replace(
+        '    def greet(self):\n        if self.name:\n            return f"hello {self.name}"\n',
+        '    def greet(self):\n        if not self.name:\n            return "hello"\n'
+        '        return "hi"\n')
+    assert text.split("\n")[0] == (
+        "Edited g.py: replaced 1 occurrence (first at line 5). old_string matched lines 5-7 "
+        "only ignoring indentation and trailing whitespace; new_string was re-indented the "
+        "same way.")
+    assert '     6\t        if not self.name:' in text  # the snippet shows the result
+
+
+async def test_first_line_copied_without_its_indentation(ws: Path, fake: Fake) -> None:
+    (ws / "g.py").write_text(PY.replace("self.name = name", "self.name = name  "))
+    await run_edit(ws, fake, "g.py", old_string="self.name = name\n\n    def greet(self):",
+                   new_string="self.name = name.strip()\n\n    def greet(self):")
+    assert (ws / "g.py").read_text() == PY.replace("self.name = name", "self.name = name.strip()")
+
+
+async def test_crlf_file_keeps_crlf_on_a_lenient_match(ws: Path, fake: Fake) -> None:
+    (ws / "w.txt").write_bytes(b"one  \r\n  two\r\nthree\r\n")
+    await run_edit(ws, fake, "w.txt", old_string="one\ntwo\n", new_string="1\n2\n")
+    # re-indented by the shift of the first indented line ("two" → "  two")
+    assert (ws / "w.txt").read_bytes() == b"1\r\n  2\r\nthree\r\n"
+    (ws / "x.txt").write_bytes(b"a\r\nb  \r\nc\r\n")
+    await run_edit(ws, fake, "x.txt", old_string="b\nc", new_string="B\nC\nD")
+    assert (ws / "x.txt").read_bytes() == b"a\r\nB\r\nC\r\nD\r\n"
+
+
+async def test_no_newline_at_end_of_file_is_kept(ws: Path, fake: Fake) -> None:
+    (ws / "n.txt").write_text("x = 1\n  y = 2  ")
+    await run_edit(ws, fake, "n.txt", old_string="y = 2\n", new_string="y = 3\n")
+    assert (ws / "n.txt").read_text() == "x = 1\n  y = 3"
+
+
+async def test_ambiguous_lenient_match_refused_with_the_places(ws: Path, fake: Fake) -> None:
+    (ws / "a.py").write_text("if x:\n    go()  \nif y:\n\tgo()\t\n")
+    message = await edit_error(ws, fake, "a.py", old_string="go()\n", new_string="stop()\n")
+    assert message == (
+        "old_string is not in a.py exactly; ignoring indentation and trailing whitespace it "
+        "matches 2 places (lines 2, 4). A lenient match is applied only when it is unique: "
+        "copy the exact text of the place you mean, with enough surrounding lines to make it "
+        "unique.")
+
+
+async def test_uneven_indentation_refused_with_the_lines(ws: Path, fake: Fake) -> None:
+    (ws / "t.go").write_text("func f() {\n\tif x {\n\t\treturn\n\t}\n}\n")
+    message = await edit_error(ws, fake, "t.go", old_string="if x {\n    return\n}",
+                               new_string="if y {\n    return\n}")
+    assert message == (
+        "old_string is not in t.go exactly; ignoring indentation and trailing whitespace it "
+        "matches lines 2-4, but its indentation differs from the file's unevenly (tabs and "
+        "spaces?), so new_string cannot be re-indented safely. Copy these lines exactly:\n"
+        "     2\t\tif x {\n     3\t\t\treturn\n     4\t\t}")
+
+
+# ---------------------------------------------------------------------- errors
+
+
+async def test_several_exact_matches_give_count_and_lines(ws: Path, fake: Fake) -> None:
+    (ws / "d.txt").write_text("foo\nbar\nfoo\nbaz\nfoo\n")
+    message = await edit_error(ws, fake, "d.txt", old_string="foo", new_string="x")
+    assert message == ("old_string occurs 3 times in d.txt (at lines 1, 3, 5). Include more "
+                       "surrounding lines to make it unique, or set replace_all to true.")
+    (ws / "many.txt").write_text("x\n" * 15)
+    many = await edit_error(ws, fake, "many.txt", old_string="x", new_string="y")
+    assert "(at lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 5 more)" in many
+
+
+async def test_no_match_shows_the_nearest_candidate(ws: Path, fake: Fake) -> None:
+    (ws / "g.py").write_text(PY)
+    message = await edit_error(
+        ws, fake, "g.py", old_string='    def greet(self):\n        if self.nam:\n'
+        '            return f"helo {self.name}"', new_string="x")
+    assert message == (
+        "old_string was not found in g.py. The most similar text is at lines 5-7:\n"
+        "     5\t    def greet(self):\n"
+        "     6\t        if self.name:\n"
+        '     7\t            return f"hello {self.name}"\n'
+        "Copy the exact text from there (without the line-number prefix) into old_string.")
+
+
+async def test_no_match_and_nothing_similar(ws: Path, fake: Fake) -> None:
+    (ws / "g.py").write_text(PY)
+    message = await edit_error(ws, fake, "g.py", old_string="completely unrelated words",
+                               new_string="x")
+    assert message == ("old_string was not found in g.py. Nothing similar is in the file: "
+                       "read it again to see its current content.")
+
+
+async def test_no_match_with_line_number_prefixes_says_so(ws: Path, fake: Fake) -> None:
+    (ws / "g.py").write_text(PY)
+    message = await edit_error(ws, fake, "g.py", old_string="     3\t        self.name = name",
+                               new_string="x")
+    assert message.endswith(
+        "old_string seems to include read_file's line-number prefixes (`     5<TAB>`); leave "
+        "them out.")
+    assert "     3\t        self.name = name\n" in message  # and the line it meant
 
 
 async def test_edit_refuses_binary(ws: Path, fake: Fake) -> None:
@@ -65,6 +190,10 @@ async def test_invalid_utf8_bytes_survive_an_edit(ws: Path, fake: Fake) -> None:
     assert (ws / "m.txt").read_bytes() == original.replace(b"line 3", b"third line")
     assert "The file's encoding was kept: UTF-8 with 3 undecodable bytes." in text
     assert "     2\tbad \ufffd\ufffd here" in text  # shown, not written, as U+FFFD
+    message = await edit_error(ws, fake, "m.txt", old_string="bad \ufffd\ufffd here",
+                               new_string="good")
+    assert message.endswith("The file has bytes that are not UTF-8 (shown as �); old_string "
+                            "cannot match them: choose old_string around them.")
 
 
 async def test_utf16_edit_round_trip(ws: Path, fake: Fake) -> None:
