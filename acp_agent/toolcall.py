@@ -82,6 +82,7 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
         tool_call_id=call_id,
         emit=session.emit,
         env=ctx.env,
+        images=ctx.model.supports_images,
     )
     raw: dict[str, Any] = dict(call.arguments)
     if tool is None:

@@ -1,5 +1,5 @@
 """Helpers shared by the built-in tools: argument types, the editor-or-disk file routes,
-bounded text, and glob patterns."""
+and glob patterns."""
 
 from __future__ import annotations
 
@@ -15,12 +15,11 @@ from ..errors import RemoteError, ToolError
 from ..protocol import types as t
 from ._safe import read_checked, write_checked
 from .base import ToolContext
+from .textcodec import ESCAPED, Decoded, decode
 
 #: Directories the walking tools (glob, grep) never descend into.
 SKIP_DIRS = frozenset({".git", "node_modules", ".venv", ".hg", ".svn", "__pycache__"})
 
-#: Bytes sniffed to tell binary files from text.
-SNIFF_BYTES = 8192
 
 
 # ------------------------------------------------------------------------ arguments
@@ -38,16 +37,6 @@ def text_content(text: str) -> t.Content:
     return t.Content(content=t.TextContent(text=text))
 
 
-def bound_text(text: str, limit: int) -> tuple[str, bool]:
-    """Keep the head and tail of ``text`` within about ``limit`` characters."""
-    if len(text) <= limit:
-        return text, False
-    head = text[: limit // 2]
-    tail = text[len(text) - limit // 2 :]
-    omitted = len(text) - len(head) - len(tail)
-    return f"{head}\n[... {omitted} characters of output omitted ...]\n{tail}", True
-
-
 def short(text: str, limit: int = 80) -> str:
     """One line, at most ``limit`` characters, for titles."""
     first, _, rest = text.strip().partition("\n")
@@ -59,9 +48,9 @@ def short(text: str, limit: int = 80) -> str:
 # ------------------------------------------------------------------------ files
 
 
-def _read_local(path: str, real: str, strict: bool = True) -> str | None:
-    """The text of ``real`` (the checked form of ``path``), or ``None`` when it does not
-    exist; ``strict``: refuse non-UTF-8."""
+def _read_local(path: str, real: str) -> Decoded | None:
+    """The decoded content of ``real`` (the checked form of ``path``), or ``None`` when
+    it does not exist."""
     try:
         data = read_checked(real)
     except FileNotFoundError:
@@ -70,29 +59,27 @@ def _read_local(path: str, real: str, strict: bool = True) -> str | None:
         raise ToolError(f"{path} is a directory, not a file") from None
     except OSError as exc:
         raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return data.decode("utf-8", "strict" if strict else "replace")
-    except UnicodeDecodeError:
-        raise ToolError(f"{path} is not UTF-8 text") from None
+    return decode(data)
 
 
-def _write_local(path: str, real: str, content: str) -> None:
+def _write_local(path: str, real: str, data: bytes) -> None:
     if os.path.isdir(real):
         raise ToolError(f"{path} is a directory, not a file")
     try:
         os.makedirs(os.path.dirname(real), exist_ok=True)
-        write_checked(real, content.encode("utf-8"))
+        write_checked(real, data)
     except OSError as exc:
         raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-async def read_text(ctx: ToolContext, path: str, *, missing_ok: bool = False) -> str | None:
+async def read_text(ctx: ToolContext, path: str, *, missing_ok: bool = False) -> Decoded | None:
     """The whole text of ``path`` (absolute): from the editor when it offers
-    ``fs/read_text_file`` (its unsaved buffers win), else from disk.
+    ``fs/read_text_file`` (its unsaved buffers win; the text is the editor's), else from
+    disk, decoded losslessly (:mod:`.textcodec`; check ``binary``).
 
     A missing file raises :class:`ToolError`. With ``missing_ok`` (the old text of a file
-    about to be overwritten) it returns ``None`` instead, falls back to the disk when the
-    editor fails, and tolerates non-UTF-8 content.
+    about to be overwritten) it returns ``None`` instead and falls back to the disk when
+    the editor fails.
     """
     if ctx.client.allows("fs/read_text_file"):
         try:
@@ -101,21 +88,27 @@ async def read_text(ctx: ToolContext, path: str, *, missing_ok: bool = False) ->
                 t.ReadTextFileRequest(session_id=ctx.session_id, path=path),
                 t.ReadTextFileResponse,
             )
-            return str(response.content)
+            return Decoded(str(response.content))
         except RemoteError as exc:
             if missing_ok:
-                return await asyncio.to_thread(_read_local, path, ctx.real(path), False)
+                return await asyncio.to_thread(_read_local, path, ctx.real(path))
             raise ToolError(f"the editor could not read {path}: {exc.message}") from None
-    text = await asyncio.to_thread(_read_local, path, ctx.real(path), not missing_ok)
+    text = await asyncio.to_thread(_read_local, path, ctx.real(path))
     if text is None and not missing_ok:
         raise ToolError(f"file not found: {path}")
     return text
 
 
-async def write_text(ctx: ToolContext, path: str, content: str) -> None:
+async def write_text(ctx: ToolContext, path: str, content: str,
+                     original: Decoded | None = None) -> None:  # fmt: skip
     """Write ``path`` (absolute) through the editor's ``fs/write_text_file`` when offered,
-    else to disk (creating parent directories)."""
+    else to disk (creating parent directories) in the form of the ``original`` it was
+    read as (its encoding, byte-order mark, undecodable bytes), by default UTF-8."""
     if ctx.client.allows("fs/write_text_file"):
+        if ESCAPED.search(content):
+            raise ToolError(
+                f"{path} has bytes that are not UTF-8, and the editor's write would replace "
+                "them; nothing was written. Edit it with run_command instead.")
         try:
             await ctx.client.call(
                 "fs/write_text_file",
@@ -125,12 +118,16 @@ async def write_text(ctx: ToolContext, path: str, content: str) -> None:
         except RemoteError as exc:
             raise ToolError(f"the editor could not write {path}: {exc.message}") from None
         return
-    await asyncio.to_thread(_write_local, path, ctx.real(path), content)
-
-
-def is_binary(data: bytes) -> bool:
-    """Whether the first bytes of a file look binary (a NUL among them)."""
-    return b"\0" in data[:SNIFF_BYTES]
+    try:
+        data = (original or Decoded("")).encode(content)
+    except UnicodeEncodeError:
+        assert original is not None
+        bad = "".join(c for c in dict.fromkeys(content) if not original.holds(c))
+        raise ToolError(
+            f"{path} is {original.describe()} text, which cannot hold {bad!r} of the new "
+            "text; nothing was written. Use characters that encoding has, or rewrite the "
+            "whole file with write_file (which writes UTF-8).") from None
+    await asyncio.to_thread(_write_local, path, ctx.real(path), data)
 
 
 # ------------------------------------------------------------------------ globs

@@ -47,6 +47,8 @@ class ToolContext:
     env: Mapping[str, str] | None = None
     """The environment of processes started for the model (``None``: inherit ours);
     the turn passes it without the agent's secrets (see ``childenv``)."""
+    images: bool = False
+    """The model accepts images (read_file returns an image as one)."""
     checked: dict[str, str] = field(default_factory=dict)
     """Each path the permission policy judged -> the real path it judged (symlinks
     resolved once): the tool operates on that, not on a fresh resolution."""

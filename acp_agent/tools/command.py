@@ -10,6 +10,7 @@ from msgspec import Meta
 from ..protocol import types as t
 from ._common import short, text_content
 from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
+from .budget import COMMAND_MAX_BYTES
 from .shell import CommandResult, run_local
 from .terminal import run_terminal
 
@@ -40,9 +41,10 @@ class RunCommand(BuiltinTool[RunCommandArgs]):
     arguments = RunCommandArgs
     description = (
         "Run a shell command (`sh -c`) and return its combined stdout/stderr and exit "
-        "code. Non-interactive (stdin is empty). Output is capped at 64 KiB (head and "
-        f"tail kept). Times out after {DEFAULT_TIMEOUT_MS // 1000} s unless timeout_ms "
-        "is given; background jobs still holding the output are stopped when it ends."
+        "code. Non-interactive (stdin is empty). Output is capped at "
+        f"{COMMAND_MAX_BYTES // 1000} KB (the middle is cut). Times out after "
+        f"{DEFAULT_TIMEOUT_MS // 1000} s unless timeout_ms is given; background jobs still "
+        "holding the output are stopped when it ends."
     )
 
     def describe(self, args: RunCommandArgs, ctx: ToolContext) -> CallInfo:

@@ -1,54 +1,69 @@
 """read_file, write_file and edit_file: through the editor's ``fs/*`` methods when it
-offers them (its unsaved buffers win), else on the local disk."""
+offers them (its unsaved buffers win), else on the local disk. Output is bounded by
+:mod:`.budget`; local bytes are decoded by :mod:`.textcodec` and written back the same way."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import stat
-from collections.abc import Iterable, Iterator
-from typing import Annotated
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Annotated, BinaryIO
 
 from msgspec import UNSET, Meta, UnsetType
 
+from ..conversation import ImagePart
 from ..errors import RemoteError, ToolError
 from ..protocol import types as t
-from ._common import SNIFF_BYTES, PathArg, is_binary, read_text, write_text
+from . import images, matching
+from ._common import PathArg, read_text, write_text
 from ._safe import open_checked
 from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
+from .budget import (
+    EDIT_SNIPPET_LINES,
+    IMAGE_MAX_BYTES,
+    LINE_MAX_CHARS,
+    READ_MAX_BYTES,
+    READ_MAX_LINES,
+    Window,
+    cut_line,
+    numbered,
+    plural,
+    read_markers,
+    read_window,
+    size,
+)
+from .textcodec import SNIFF_BYTES, decode, is_binary, visible
 
-#: Upper bound of read_file's output (characters, ~bytes for code).
-MAX_READ_CHARS = 256 * 1024
-#: Lines of context shown around an edit.
-EDIT_SNIPPET_LINES = 20
-
-
-def _numbered(lines: Iterable[str], start: int, limit: int | None) -> tuple[list[str], int, bool]:
-    """Number ``lines`` from ``start``; returns (entries, last line shown, cut for size)."""
-    out: list[str] = []
-    size = 0
-    last = start - 1
-    for line in lines:
-        if limit is not None and last - start + 1 >= limit:
-            break
-        entry = f"{last + 1:6}\t{line.rstrip(chr(13) + chr(10))}"
-        if size + len(entry) + 1 > MAX_READ_CHARS:
-            if not out:  # one enormous line: show its start
-                out.append(entry[: MAX_READ_CHARS - 40] + " [line truncated]")
-                last += 1
-            return out, last, True
-        out.append(entry)
-        size += len(entry) + 1
-        last += 1
-    return out, last, False
+#: Files up to this size are read whole (and their lines counted); larger ones streamed.
+WHOLE_READ_MAX = 8 * 1024 * 1024
 
 
-def _read_numbered_local(
-    path: str, real: str, offset: int, limit: int | None
-) -> tuple[str, int, int, bool]:
+@dataclass(slots=True)
+class _Text:
+    window: Window
+    total: int | None
+    note: str | None = None
+
+
+@dataclass(slots=True)
+class _Image:
+    mime: str
+    data: bytes
+    size: int
+
+
+def _read_local(path: str, real: str, offset: int, limit: int | None,
+                images_only: bool) -> _Text | _Image | None:  # fmt: skip
+    """The lines (or the image) of a local file. ``images_only``: ``None`` unless it is
+    an image (the editor serves text)."""
     try:
         fd = open_checked(real, os.O_RDONLY)
     except FileNotFoundError:
+        if images_only:
+            return None
         raise ToolError(f"file not found: {path}") from None
     except OSError as exc:
         raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -56,38 +71,52 @@ def _read_numbered_local(
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise ToolError(f"{path} is a directory; use list_directory")
-        if is_binary(os.pread(fd, SNIFF_BYTES, 0)):
-            text = f"({path} is a binary file of {info.st_size} bytes; not shown)"
-            return text, offset, offset - 1, False
-        with os.fdopen(fd, encoding="utf-8", errors="replace", newline="", closefd=False) as fh:
-            lines = _skip(fh, offset - 1)
-            entries, last, cut = _numbered(lines, offset, limit)
-            more = cut or next(lines, None) is not None
+        head = os.pread(fd, SNIFF_BYTES, 0)
+        mime = images.sniff(head)
+        if mime is not None:
+            return _Image(mime, os.pread(fd, min(info.st_size, IMAGE_MAX_BYTES), 0),
+                          info.st_size)
+        if images_only:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            if info.st_size > WHOLE_READ_MAX:
+                if is_binary(head):
+                    raise ToolError(_binary(path, info.st_size))
+                return _stream(fh, offset, limit)
+            decoded = decode(fh.read())
     except OSError as exc:
         raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    return _render(entries, offset, last, cut, more), offset, last, cut
+    if decoded.binary:
+        raise ToolError(_binary(path, decoded.size))
+    lines = _split_lines(decoded.shown())
+    return _Text(read_window(lines[offset - 1 :], offset, limit), len(lines), decoded.note())
 
 
-def _skip(lines: Iterable[str], n: int) -> Iterator[str]:
-    it = iter(lines)
-    for _ in range(n):
-        if next(it, None) is None:
-            break
-    return it
+def _binary(path: str, n: int) -> str:
+    return (f"{path} is a binary file ({size(n)}); read_file shows text and images only. "
+            "Inspect it with run_command if you must (e.g. `file`, `xxd | head`).")
 
 
-def _render(entries: list[str], offset: int, last: int, cut: bool, more: bool) -> str:
-    if not entries:
-        return "(empty file)" if offset == 1 else f"(no lines at offset {offset}: past the end)"
-    text = "\n".join(entries)
-    if cut:
-        text += (f"\n[Output truncated at {MAX_READ_CHARS // 1024} KiB after line {last}; "
-                 f"call read_file with offset={last + 1} to continue.]")
-    elif more:
-        text += f"\n[The file continues; call read_file with offset={last + 1} to read more.]"
-    return text
+def _stream(fh: BinaryIO, offset: int, limit: int | None) -> _Text:
+    """A window of a file too large to read whole, decoded line by line."""
+    invalid: list[int] = []  # lines that are not UTF-8
+
+    def lines() -> Iterator[str]:
+        for n, raw in enumerate(fh, 1):
+            if n < offset:
+                continue
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError:
+                invalid.append(n)
+                yield raw.decode("utf-8", "replace")
+
+    window = read_window(lines(), offset, limit)
+    shown_invalid = invalid and invalid[0] <= window.last
+    note = "[Not valid UTF-8 in the lines shown; undecodable bytes are shown as �.]"
+    return _Text(window, None, note if shown_invalid else None)
 
 
 def _split_lines(text: str) -> list[str]:
@@ -97,10 +126,40 @@ def _split_lines(text: str) -> list[str]:
     return lines
 
 
+def _render(text: _Text) -> str:
+    window, total = text.window, text.total
+    if not window.entries:
+        if window.first == 1:
+            return "(empty file)"
+        known = f": the file has {plural(total, 'line')}" if total is not None else ""
+        return f"(offset {window.first} is past the end{known})"
+    return "\n".join([*filter(None, [text.note]), window.text, *read_markers(window, total)])
+
+
+def _image_output(path: str, shown: str, image: _Image, ctx: ToolContext) -> ToolOutput:
+    dims = images.dimensions(image.data, image.mime)
+    what = f"{images.label(image.mime)} image" + (f", {dims[0]}×{dims[1]}" if dims else "")
+    what += f", {size(image.size)}"
+    raw = {"path": path, "mimeType": image.mime, "bytes": image.size}
+    if image.size > IMAGE_MAX_BYTES:
+        text = (f"{shown} is a {what}: too large to show (at most {size(IMAGE_MAX_BYTES)}). "
+                "Make a smaller copy with run_command (e.g. ImageMagick, Pillow) and read it.")
+    elif not ctx.images:
+        text = f"{shown} is a {what}. The current model cannot see images, so it is not shown."
+    else:
+        encoded = base64.b64encode(image.data).decode("ascii")
+        return ToolOutput(text=f"{shown}: {what} (attached).", raw_output=raw,
+                          images=[ImagePart(encoded, image.mime)],
+                          locations=[t.ToolCallLocation(path=path)])
+    return ToolOutput(text=text, raw_output=raw, locations=[t.ToolCallLocation(path=path)])
+
+
 class ReadFileArgs(Arguments):
     path: PathArg
     offset: Annotated[int, Meta(ge=1, description="1-based first line.")] = 1
-    limit: Annotated[int, Meta(ge=1, description="Maximum number of lines.")] | UnsetType = UNSET
+    limit: Annotated[
+        int, Meta(ge=1, description=f"Maximum number of lines (default {READ_MAX_LINES:,}).")
+    ] | UnsetType = UNSET
 
 
 class ReadFile(BuiltinTool[ReadFileArgs]):
@@ -108,8 +167,10 @@ class ReadFile(BuiltinTool[ReadFileArgs]):
     kind: ToolKind = "read"
     arguments = ReadFileArgs
     description = (
-        "Read a text file. Returns numbered lines (`   N<TAB>text`). Use offset (1-based "
-        "first line) and limit (max lines) for large files; output is capped at 256 KiB."
+        "Read a file as numbered lines (`   N<TAB>text`): at most "
+        f"{READ_MAX_LINES:,} lines and {READ_MAX_BYTES // 1000} KB per call, lines cut at "
+        f"{LINE_MAX_CHARS:,} characters; page with offset and limit. Images (PNG, JPEG, "
+        "GIF, WebP) are returned as images."
     )
 
     def describe(self, args: ReadFileArgs, ctx: ToolContext) -> CallInfo:
@@ -125,29 +186,39 @@ class ReadFile(BuiltinTool[ReadFileArgs]):
         path = ctx.resolve(args.path)
         offset = args.offset
         limit = None if isinstance(args.limit, UnsetType) else args.limit
-        if ctx.client.allows("fs/read_text_file"):
-            try:
-                response = await ctx.client.call(
-                    "fs/read_text_file",
-                    t.ReadTextFileRequest(
-                        session_id=ctx.session_id, path=path,
-                        line=offset if offset > 1 else UNSET,
-                        limit=limit if limit is not None else UNSET,
-                    ),
-                    t.ReadTextFileResponse,
-                )
-            except RemoteError as exc:
-                raise ToolError(f"the editor could not read {path}: {exc.message}") from None
-            entries, last, cut = _numbered(_split_lines(str(response.content)), offset, limit)
-            text = _render(entries, offset, last, cut, False)
-        else:
-            text, offset, last, cut = await asyncio.to_thread(
-                _read_numbered_local, path, ctx.real(path), offset, limit)
+        editor = ctx.client.allows("fs/read_text_file")
+        local: _Text | _Image | None = None
+        if not editor or path.lower().endswith(images.IMAGE_SUFFIXES):
+            local = await asyncio.to_thread(
+                _read_local, path, ctx.real(path), offset, limit, editor)
+        if isinstance(local, _Image):
+            return _image_output(path, ctx.display(path), local, ctx)
+        text = local or await self._from_editor(ctx, path, offset, limit)
+        window = text.window
         return ToolOutput(
-            text=text,
-            raw_output={"path": path, "firstLine": offset, "lastLine": last, "truncated": cut},
+            text=_render(text),
+            raw_output={"path": path, "firstLine": offset, "lastLine": window.last,
+                        "totalLines": text.total, "more": window.more,
+                        "truncated": window.more or window.long_lines > 0},
             locations=[t.ToolCallLocation(path=path, line=offset)],
         )
+
+    @staticmethod
+    async def _from_editor(ctx: ToolContext, path: str, offset: int, limit: int | None) -> _Text:
+        want = limit or READ_MAX_LINES
+        try:
+            response = await ctx.client.call(
+                "fs/read_text_file",
+                t.ReadTextFileRequest(  # one line more than shown: does the file go on?
+                    session_id=ctx.session_id, path=path,
+                    line=offset if offset > 1 else UNSET, limit=want + 1),
+                t.ReadTextFileResponse,
+            )
+        except RemoteError as exc:
+            raise ToolError(f"the editor could not read {path}: {exc.message}") from None
+        lines = _split_lines(str(response.content))
+        total = offset - 1 + len(lines) if lines and len(lines) <= want else None
+        return _Text(read_window(lines, offset, limit), total)
 
 
 class WriteFileArgs(Arguments):
@@ -160,8 +231,8 @@ class WriteFile(BuiltinTool[WriteFileArgs]):
     kind: ToolKind = "edit"
     arguments = WriteFileArgs
     description = (
-        "Create or overwrite a text file with the given content (parent directories are "
-        "created). Prefer edit_file for changes to existing files."
+        "Create or overwrite a file with the given text, written as UTF-8 (parent "
+        "directories are created). Prefer edit_file for changes to existing files."
     )
 
     def describe(self, args: WriteFileArgs, ctx: ToolContext) -> CallInfo:
@@ -175,10 +246,17 @@ class WriteFile(BuiltinTool[WriteFileArgs]):
         old = await read_text(ctx, path, missing_ok=True)
         await write_text(ctx, path, content)
         lines = len(_split_lines(content))
-        verb = "Created" if old is None else "Wrote"
+        shown = ctx.display(path)
+        text = f"{'Created' if old is None else 'Wrote'} {shown} ({plural(lines, 'line')})."
+        if old is not None and old.binary:
+            text += f" It replaced a binary file of {size(old.size)}."
+        elif old is not None and not old.plain:
+            text += f" The old content was {old.describe()}; the new content is UTF-8."
+        old_text = None if old is None else (
+            f"(binary file, {size(old.size)})" if old.binary else old.shown())
         return ToolOutput(
-            text=f"{verb} {ctx.display(path)} ({lines} lines).",
-            content=[t.Diff(path=path, old_text=old, new_text=content)],
+            text=text,
+            content=[t.Diff(path=path, old_text=old_text, new_text=content)],
             raw_output={"path": path, "created": old is None, "lines": lines},
             locations=[t.ToolCallLocation(path=path, line=1)],
         )
@@ -186,7 +264,7 @@ class WriteFile(BuiltinTool[WriteFileArgs]):
 
 class EditFileArgs(Arguments):
     path: PathArg
-    old_string: Annotated[str, Meta(min_length=1, description="The exact text to replace.")]
+    old_string: Annotated[str, Meta(min_length=1, description="The text to replace.")]
     new_string: Annotated[str, Meta(description="The replacement text.")]
     replace_all: Annotated[
         bool, Meta(description="Replace every occurrence (default false).")
@@ -198,9 +276,10 @@ class EditFile(BuiltinTool[EditFileArgs]):
     kind: ToolKind = "edit"
     arguments = EditFileArgs
     description = (
-        "Replace an exact string in a file. old_string must match the file exactly "
-        "(whitespace included) and be unique unless replace_all is true; include enough "
-        "surrounding lines to make it unique."
+        "Replace text in a file. old_string should match exactly and be unique (include "
+        "surrounding lines) unless replace_all is true. If it matches only with different "
+        "indentation or trailing whitespace, in one place, that place is edited and "
+        "new_string re-indented. The file's encoding and line endings are kept."
     )
 
     def describe(self, args: EditFileArgs, ctx: ToolContext) -> CallInfo:
@@ -210,43 +289,30 @@ class EditFile(BuiltinTool[EditFileArgs]):
 
     async def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolOutput:
         path = ctx.resolve(args.path)
-        old_string, new_string = args.old_string, args.new_string
-        if old_string == new_string:
+        if args.old_string == args.new_string:
             raise ToolError("old_string and new_string are identical; nothing to change")
-        content = await read_text(ctx, path)
-        assert content is not None
+        file = await read_text(ctx, path)
+        assert file is not None
         shown = ctx.display(path)
-        count = content.count(old_string)
-        if count == 0 and "\r\n" in content and "\n" in old_string and "\r\n" not in old_string:
-            crlf = old_string.replace("\n", "\r\n")  # the model writes \n; the file uses \r\n
-            if content.count(crlf):
-                old_string = crlf
-                new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
-                count = content.count(old_string)
-        if count == 0:
-            raise ToolError(
-                f"old_string was not found in {shown}. It must match exactly, including "
-                "whitespace and indentation; read the file again to see its current content."
-            )
-        if count > 1 and not args.replace_all:
-            raise ToolError(
-                f"old_string occurs {count} times in {shown}; include more surrounding context "
-                "to make it unique, or set replace_all to true."
-            )
-        index = content.find(old_string)
-        line = content.count("\n", 0, index) + 1
-        if args.replace_all:
-            new_content = content.replace(old_string, new_string)
-        else:
-            new_content = content[:index] + new_string + content[index + len(old_string):]
-        await write_text(ctx, path, new_content)
-        n = count if args.replace_all else 1
-        snippet = _snippet(new_content, line, new_string.count("\n") + 1)
+        if file.binary:
+            raise ToolError(f"{shown} is a binary file ({size(file.size)}); edit_file edits "
+                            "text only.")
+        edit = matching.apply(file.text, args.old_string, args.new_string,
+                              replace_all=args.replace_all, name=shown)
+        await write_text(ctx, path, edit.content, file)
+        n, line = edit.count, edit.line
+        text = f"Edited {shown}: replaced {plural(n, 'occurrence')} (first at line {line})."
+        if edit.note:
+            text += " " + edit.note
+        if not file.plain:
+            text += f" The file's encoding was kept: {file.describe()}."
+        new_text = visible(edit.content)
+        text += "\n" + _snippet(new_text, line, edit.new_lines)
         return ToolOutput(
-            text=(f"Edited {shown}: replaced {n} occurrence{'s' if n > 1 else ''} "
-                  f"(first at line {line}).\n{snippet}"),
-            content=[t.Diff(path=path, old_text=content, new_text=new_content)],
-            raw_output={"path": path, "replacements": n, "line": line},
+            text=text,
+            content=[t.Diff(path=path, old_text=file.shown(), new_text=new_text)],
+            raw_output={"path": path, "replacements": n, "line": line,
+                        "fuzzy": edit.fuzzy or None},
             locations=[t.ToolCallLocation(path=path, line=line)],
         )
 
@@ -255,5 +321,5 @@ def _snippet(text: str, line: int, changed: int) -> str:
     lines = _split_lines(text)
     first = max(1, line - 2)
     last = min(len(lines), line + changed + 1, first + EDIT_SNIPPET_LINES - 1)
-    entries, _, _ = _numbered(lines[first - 1 : last], first, None)
-    return "\n".join(entries)
+    return "\n".join(numbered(n, cut_line(lines[n - 1], LINE_MAX_CHARS)[0])
+                     for n in range(first, last + 1))

@@ -9,13 +9,14 @@ import re
 import stat
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
 from msgspec import Meta
 
 from ..errors import ToolError
 from ..protocol import types as t
-from ._common import SKIP_DIRS, SNIFF_BYTES, glob_regex, is_binary, short, split_glob
+from ._common import SKIP_DIRS, glob_regex, short, split_glob
 from ._safe import open_checked
 from .base import (
     Arguments,
@@ -26,15 +27,26 @@ from .base import (
     ToolOutput,
     within,
 )
+from .budget import (
+    GLOB_MAX_PATHS,
+    GREP_COUNT_LIMIT,
+    GREP_LINE_CHARS,
+    GREP_MAX_LOCATIONS,
+    GREP_MAX_MATCHES,
+    LIST_MAX_ENTRIES,
+    MAX_WALK_ENTRIES,
+    cut_line,
+    fit,
+    glob_marker,
+    grep_marker,
+    list_marker,
+    plural,
+    walk_marker,
+)
+from .textcodec import SNIFF_BYTES, decode, is_binary
 
-MAX_LIST_ENTRIES = 1000
-MAX_GLOB_RESULTS = 500
-MAX_GREP_MATCHES = 200
-MAX_GREP_LOCATIONS = 20
-MAX_GREP_LINE = 300
+#: Files larger than this are not searched.
 MAX_GREP_FILE_BYTES = 10 * 1024 * 1024
-#: Entries a walk may visit before it gives up (keeps a search of ``/`` finite).
-MAX_WALK_ENTRIES = 200_000
 
 R = TypeVar("R")
 
@@ -56,30 +68,39 @@ def _check_dir(path: str) -> None:
         raise ToolError(f"{path} is not a directory")
 
 
-def _walk(base: str, stop: threading.Event, max_depth: int | None = None
-          ) -> Iterator[tuple[str, str, bool]]:
+class _Walk:
     """(absolute path, ``/``-relative path, is_dir) under ``base``, skipping SKIP_DIRS and
-    not following symlinked directories; ``max_depth`` counts path segments."""
-    visited = 0
-    for dirpath, dirnames, filenames in os.walk(base):
-        rel_dir = os.path.relpath(dirpath, base)
-        prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-        depth = prefix.count("/")
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        entries = [(d, True) for d in dirnames] + [(f, False) for f in sorted(filenames)]
-        for name, is_dir in entries:
-            visited += 1
-            if visited > MAX_WALK_ENTRIES or stop.is_set():
-                return
-            yield os.path.join(dirpath, name), prefix + name, is_dir
-        if max_depth is not None and depth + 2 > max_depth:
-            dirnames[:] = []
+    not following symlinked directories; ``max_depth`` counts path segments.
+    ``incomplete`` tells whether it gave up after MAX_WALK_ENTRIES."""
+
+    def __init__(self, base: str, stop: threading.Event, max_depth: int | None = None) -> None:
+        self.base, self.stop, self.max_depth = base, stop, max_depth
+        self.incomplete = False
+
+    def __iter__(self) -> Iterator[tuple[str, str, bool]]:
+        visited = 0
+        for dirpath, dirnames, filenames in os.walk(self.base):
+            rel_dir = os.path.relpath(dirpath, self.base)
+            prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+            depth = prefix.count("/")
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            entries = [(d, True) for d in dirnames] + [(f, False) for f in sorted(filenames)]
+            for name, is_dir in entries:
+                visited += 1
+                if self.stop.is_set():
+                    return
+                if visited > MAX_WALK_ENTRIES:
+                    self.incomplete = True
+                    return
+                yield os.path.join(dirpath, name), prefix + name, is_dir
+            if self.max_depth is not None and depth + 2 > self.max_depth:
+                dirnames[:] = []
 
 
 # ---------------------------------------------------------------------- list_directory
 
 
-def _list(stop: threading.Event, path: str) -> tuple[list[str], int]:
+def _list(stop: threading.Event, path: str) -> list[str]:
     _check_dir(path)
     names: list[str] = []
     try:
@@ -92,8 +113,7 @@ def _list(stop: threading.Event, path: str) -> tuple[list[str], int]:
                 names.append(entry.name + ("/" if is_dir else ""))
     except OSError as exc:
         raise ToolError(f"cannot list {path}: {exc.strerror or exc}") from None
-    names.sort()
-    return names[:MAX_LIST_ENTRIES], len(names)
+    return sorted(names)
 
 
 class ListDirectoryArgs(Arguments):
@@ -106,7 +126,8 @@ class ListDirectory(BuiltinTool[ListDirectoryArgs]):
     name = "list_directory"
     kind: ToolKind = "read"
     arguments = ListDirectoryArgs
-    description = "List a directory's entries, sorted; directories end with `/`."
+    description = (f"List a directory's entries, sorted (at most {LIST_MAX_ENTRIES}); "
+                   "directories end with `/`.")
 
     def describe(self, args: ListDirectoryArgs, ctx: ToolContext) -> CallInfo:
         path = ctx.resolve(args.path or ".")
@@ -115,27 +136,32 @@ class ListDirectory(BuiltinTool[ListDirectoryArgs]):
 
     async def run(self, args: ListDirectoryArgs, ctx: ToolContext) -> ToolOutput:
         path = ctx.resolve(args.path or ".")
-        names, total = await _in_thread(_list, path)
-        text = "\n".join(names) if names else "(empty directory)"
-        if total > len(names):
-            text += f"\n[... {total - len(names)} more entries not shown]"
-        return ToolOutput(text=text, raw_output={"path": path, "entries": total})
+        names = await _in_thread(_list, path)
+        shown = fit(names, LIST_MAX_ENTRIES)
+        text = "\n".join(shown) if shown else "(empty directory)"
+        if marker := list_marker(len(shown), len(names)):
+            text += "\n" + marker
+        return ToolOutput(text=text, raw_output={"path": path, "entries": len(names),
+                                                 "shown": len(shown)})
 
 
 # ---------------------------------------------------------------------- glob
 
 
-def _glob(stop: threading.Event, base: str, pattern: str) -> tuple[list[str], bool]:
+def _glob(stop: threading.Event, base: str, pattern: str) -> tuple[list[str], int, bool]:
+    """Up to GLOB_MAX_PATHS matches (sorted), how many there are, whether the walk ended."""
     _check_dir(base)
     regex = glob_regex(pattern)
     max_depth = None if "**" in pattern else len([s for s in pattern.split("/") if s])
     found: list[str] = []
-    for abs_path, rel, is_dir in _walk(base, stop, max_depth):
+    total = 0
+    walk = _Walk(base, stop, max_depth)
+    for abs_path, rel, is_dir in walk:
         if regex.match(rel):
-            if len(found) >= MAX_GLOB_RESULTS:
-                return sorted(found), True
-            found.append(abs_path + ("/" if is_dir else ""))
-    return sorted(found), False
+            total += 1
+            if len(found) < GLOB_MAX_PATHS:
+                found.append(abs_path + ("/" if is_dir else ""))
+    return sorted(found), total, not walk.incomplete
 
 
 class GlobArgs(Arguments):
@@ -154,7 +180,7 @@ class Glob(BuiltinTool[GlobArgs]):
     description = (
         "Find files by glob pattern, e.g. `**/*.py` or `src/*.{ts,tsx}` (`**` spans "
         "directories; `*` stays within one). Skips .git, node_modules and .venv. Returns "
-        f"sorted paths (at most {MAX_GLOB_RESULTS}); directories end with `/`."
+        f"sorted paths (at most {GLOB_MAX_PATHS}); directories end with `/`."
     )
 
     def describe(self, args: GlobArgs, ctx: ToolContext) -> CallInfo:
@@ -165,12 +191,15 @@ class Glob(BuiltinTool[GlobArgs]):
 
     async def run(self, args: GlobArgs, ctx: ToolContext) -> ToolOutput:
         base, pattern = _glob_base(args, ctx)
-        found, more = await _in_thread(_glob, base, pattern)
-        shown = [ctx.display(p.rstrip("/")) + ("/" if p.endswith("/") else "") for p in found]
+        found, total, complete = await _in_thread(_glob, base, pattern)
+        paths = [ctx.display(p.rstrip("/")) + ("/" if p.endswith("/") else "") for p in found]
+        shown = fit(paths, GLOB_MAX_PATHS)
         text = "\n".join(shown) if shown else f"No files match `{args.pattern}`."
-        if more:
-            text += f"\n[Stopped after {MAX_GLOB_RESULTS} matches; narrow the pattern.]"
-        return ToolOutput(text=text, raw_output={"matches": len(found), "truncated": more})
+        markers = [glob_marker(len(shown), total),
+                   None if complete else walk_marker(MAX_WALK_ENTRIES)]
+        text = "\n".join([text, *filter(None, markers)])
+        return ToolOutput(text=text, raw_output={"matches": total, "shown": len(shown),
+                                                 "truncated": len(shown) < total or not complete})
 
 
 # ---------------------------------------------------------------------- grep
@@ -178,10 +207,25 @@ class Glob(BuiltinTool[GlobArgs]):
 Match = tuple[str, int, str]
 
 
-def _grep_file(path: str, regex: re.Pattern[str], out: list[Match], stop: threading.Event,
-               roots: list[str]) -> None:  # fmt: skip
-    """Search one file; a symlink is followed only to a file inside the roots, and the
-    file opened is the one checked (``open_checked``), never a link swapped in."""
+@dataclass(slots=True)
+class _Hits:
+    """The matches kept (GREP_MAX_MATCHES) and those counted (up to GREP_COUNT_LIMIT)."""
+
+    kept: list[Match] = field(default_factory=list)
+    total: int = 0
+    files: int = 0
+    searched: int = 0
+
+    @property
+    def full(self) -> bool:
+        return self.total >= GREP_COUNT_LIMIT
+
+
+def _grep_file(path: str, shown: str, regex: re.Pattern[str], hits: _Hits,
+               stop: threading.Event, roots: list[str]) -> None:  # fmt: skip
+    """Search one file (its matches named ``shown``); a symlink is followed only to a file
+    inside the roots, and the file opened is the one checked (``open_checked``), never a
+    link swapped in. Text is decoded as read_file decodes it."""
     real = os.path.realpath(path)
     if not any(within(real, root) for root in roots):
         return
@@ -195,43 +239,48 @@ def _grep_file(path: str, regex: re.Pattern[str], out: list[Match], stop: thread
             return
         if is_binary(os.pread(fd, SNIFF_BYTES, 0)):
             return
-        with os.fdopen(fd, encoding="utf-8", errors="replace", newline="", closefd=False) as fh:
-            for n, line in enumerate(fh, 1):
-                if regex.search(line):
-                    out.append((path, n, line.rstrip("\r\n")))
-                    if len(out) > MAX_GREP_MATCHES or stop.is_set():
-                        return
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            decoded = decode(fh.read())
     except OSError:
         return
     finally:
         os.close(fd)
+    if decoded.binary:
+        return
+    hits.searched += 1
+    before = hits.total
+    for n, line in enumerate(decoded.shown().split("\n"), 1):
+        if regex.search(line):
+            hits.total += 1
+            if len(hits.kept) < GREP_MAX_MATCHES:
+                hits.kept.append((shown, n, line.rstrip("\r")))
+            if hits.full or stop.is_set():
+                break
+    hits.files += hits.total > before
 
 
 def _grep(stop: threading.Event, base: str, real: str, regex: re.Pattern[str],
-          glob: str | None, allowed: list[str]) -> tuple[list[Match], int]:  # fmt: skip
+          glob: str | None, allowed: list[str]) -> tuple[_Hits, bool]:  # fmt: skip
     """Search ``real`` (the checked form of ``base``); matches name paths under ``base``.
-    Links lead only into ``allowed`` (the roots and the checked base)."""
-    matches: list[Match] = []
+    Links lead only into ``allowed`` (the roots and the checked base). Also returns
+    whether every file was searched."""
+    hits = _Hits()
     if os.path.isfile(real):
-        _grep_file(real, regex, matches, stop, allowed)
-        return [(base, n, text) for _, n, text in matches], 1
+        _grep_file(real, base, regex, hits, stop, allowed)
+        return hits, True
     _check_dir(real)
     file_re = glob_regex(glob) if glob else None
     by_name = glob is not None and "/" not in glob
-    files = 0
-    for abs_path, rel, is_dir in _walk(real, stop):
+    walk = _Walk(real, stop)
+    for abs_path, rel, is_dir in walk:
         if is_dir:
             continue
         if file_re is not None and not file_re.match(rel.rsplit("/", 1)[-1] if by_name else rel):
             continue
-        files += 1
-        found: list[Match] = []
-        _grep_file(abs_path, regex, found, stop, allowed)
-        shown = os.path.join(base, *rel.split("/"))
-        matches += [(shown, n, text) for _, n, text in found]
-        if len(matches) > MAX_GREP_MATCHES:
-            break
-    return matches, files
+        _grep_file(abs_path, os.path.join(base, *rel.split("/")), regex, hits, stop, allowed)
+        if hits.full:
+            return hits, False
+    return hits, not walk.incomplete
 
 
 class GrepArgs(Arguments):
@@ -246,10 +295,10 @@ class Grep(BuiltinTool[GrepArgs]):
     arguments = GrepArgs
     description = (
         "Search file contents with a Python regular expression. Output lines are "
-        f"`path:line: text` (at most {MAX_GREP_MATCHES}). `path` may be a file or a "
-        "directory (default: the workspace); `glob` filters files, e.g. `*.py` (matched "
-        "against the file name) or `src/**/*.ts` (against the path under `path`). Skips "
-        "binary files, .git, node_modules and .venv."
+        f"`path:line: text` (at most {GREP_MAX_MATCHES}, cut at {GREP_LINE_CHARS} characters) "
+        "and the total. `path` may be a file or a directory (default: the workspace); "
+        "`glob` filters files, e.g. `*.py` (matched against the file name) or `src/**/*.ts` "
+        "(against the path under `path`). Skips binary files, .git, node_modules and .venv."
     )
 
     def describe(self, args: GrepArgs, ctx: ToolContext) -> CallInfo:
@@ -271,20 +320,20 @@ class Grep(BuiltinTool[GrepArgs]):
         if not os.path.exists(real):
             raise ToolError(f"path not found: {base}")
         allowed = [os.path.realpath(root) for root in ctx.roots] + [real]
-        matches, files = await _in_thread(_grep, base, real, regex, args.glob or None, allowed)
-        more = len(matches) > MAX_GREP_MATCHES
-        matches = matches[:MAX_GREP_MATCHES]
-        lines = []
-        for path, n, text in matches:
-            if len(text) > MAX_GREP_LINE:
-                text = text[:MAX_GREP_LINE] + "…"
-            lines.append(f"{ctx.display(path)}:{n}: {text}")
-        out = "\n".join(lines) if lines else f"No matches in {files} file(s)."
-        if more:
-            out += f"\n[Stopped after {MAX_GREP_MATCHES} matches; narrow the search.]"
+        hits, complete = await _in_thread(_grep, base, real, regex, args.glob or None, allowed)
+        lines = [f"{ctx.display(path)}:{n}: {cut_line(text, GREP_LINE_CHARS)[0]}"
+                 for path, n, text in hits.kept]
+        shown = fit(lines, GREP_MAX_MATCHES)
+        out = "\n".join(shown) if shown else f"No matches in {plural(hits.searched, 'file')}."
+        # incomplete: GREP_COUNT_LIMIT matches counted, or the walk stopped (say so)
+        markers = [grep_marker(len(shown), hits.total, hits.files, complete),
+                   None if complete or hits.full else walk_marker(MAX_WALK_ENTRIES)]
+        out = "\n".join([out, *filter(None, markers)])
+        kept = hits.kept[: len(shown)]
         return ToolOutput(
             text=out,
-            raw_output={"matches": len(matches), "files": files, "truncated": more},
-            locations=[t.ToolCallLocation(path=p, line=n)
-                       for p, n, _ in matches[:MAX_GREP_LOCATIONS]],
+            raw_output={"matches": hits.total, "files": hits.files, "searched": hits.searched,
+                        "shown": len(shown), "truncated": len(shown) < hits.total or not complete},
+            locations=[t.ToolCallLocation(path=p, line=n) for p, n, _ in
+                       kept[:GREP_MAX_LOCATIONS]],
         )

@@ -1,5 +1,5 @@
-"""run_command's local route: ``sh -c`` in its own process group, output bounded,
-the whole group killed on timeout or cancellation."""
+"""run_command's local route: ``sh -c`` in its own process group, output bounded
+(:class:`~.budget.HeadTail`), the whole group killed on timeout or cancellation."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import ToolError
+from .budget import HeadTail
 
-#: Output kept for the model: the first and last half of this many bytes.
-OUTPUT_LIMIT = 64 * 1024
 #: SIGTERM → SIGKILL grace on timeout.
 TERM_GRACE = 2.0
 #: After the shell exits, how long background jobs may keep the output pipe open.
@@ -28,35 +27,6 @@ class CommandResult:
     truncated: bool
     timed_out: bool
     terminal_id: str | None = None
-
-
-class Capture:
-    """Keeps the head and the tail of a byte stream."""
-
-    def __init__(self, limit: int = OUTPUT_LIMIT) -> None:
-        self.half = limit // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > self.half:
-                del self.tail[: len(self.tail) - self.half]
-
-    def render(self) -> tuple[str, bool]:
-        omitted = self.total - len(self.head) - len(self.tail)
-        if omitted <= 0:
-            return (self.head + self.tail).decode("utf-8", "replace"), False
-        head = self.head.decode("utf-8", "replace").rstrip("\ufffd")
-        tail = self.tail.decode("utf-8", "replace").lstrip("\ufffd")
-        return f"{head}\n[... {omitted} bytes of output omitted ...]\n{tail}", True
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -83,7 +53,7 @@ async def _terminate(proc: asyncio.subprocess.Process) -> None:
     await _exited(proc)
 
 
-async def _pump(stream: asyncio.StreamReader, capture: Capture) -> None:
+async def _pump(stream: asyncio.StreamReader, capture: HeadTail) -> None:
     while chunk := await stream.read(65536):
         capture.feed(chunk)
 
@@ -102,7 +72,7 @@ async def run_local(
     except OSError as exc:
         raise ToolError(f"cannot start the command: {exc}") from None
     assert proc.stdout is not None
-    capture = Capture()
+    capture = HeadTail()
     reader = asyncio.create_task(_pump(proc.stdout, capture))
     timed_out = False
     try:
@@ -129,13 +99,3 @@ async def run_local(
     output, truncated = capture.render()
     sig = signal.Signals(-code).name if code is not None and code < 0 else None
     return CommandResult(code if sig is None else None, sig, output, truncated, timed_out)
-
-
-def bound_output(text: str) -> tuple[str, bool]:
-    """``text`` cut to OUTPUT_LIMIT bytes, keeping its head and tail."""
-    data = text.encode("utf-8", "replace")
-    if len(data) <= OUTPUT_LIMIT:
-        return text, False
-    capture = Capture()
-    capture.feed(data)
-    return capture.render()

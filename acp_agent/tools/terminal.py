@@ -14,7 +14,8 @@ from .. import log
 from ..errors import RemoteError, ToolError
 from ..protocol import types as t
 from .base import ToolContext
-from .shell import OUTPUT_LIMIT, CommandResult, bound_output
+from .budget import COMMAND_MAX_BYTES, bound_output
+from .shell import CommandResult
 
 #: Bound on each terminal/kill and terminal/release during cleanup.
 CLEANUP_TIMEOUT = 5.0
@@ -61,7 +62,7 @@ async def run_terminal(ctx: ToolContext, command: str, cwd: str, timeout: float)
     create = asyncio.ensure_future(client.call(
         "terminal/create",
         t.CreateTerminalRequest(session_id=sid, command="/bin/sh", args=["-c", command],
-                                cwd=cwd, output_byte_limit=OUTPUT_LIMIT),
+                                cwd=cwd, output_byte_limit=COMMAND_MAX_BYTES),
         t.CreateTerminalResponse,
     ))
     try:
@@ -102,8 +103,9 @@ async def run_terminal(ctx: ToolContext, command: str, cwd: str, timeout: float)
         if timed_out and isinstance(out.exit_status, t.TerminalExitStatus):
             exit_code = _unset_none(out.exit_status.exit_code)
             sig = _unset_none(out.exit_status.signal)
-        output, bounded = bound_output(str(out.output))
-        return CommandResult(exit_code, sig, output, bool(out.truncated) or bounded, timed_out, tid)
+        # the editor drops the beginning beyond output_byte_limit: the model is told so
+        output, cut = bound_output(str(out.output), editor_cut=out.truncated)
+        return CommandResult(exit_code, sig, output, cut, timed_out, tid)
     except asyncio.CancelledError:
         kill = True
         raise

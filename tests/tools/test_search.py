@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from acp_agent.errors import ToolError
-from acp_agent.tools import Tool, search
+from acp_agent.tools import Tool, budget, search
 from acp_agent.tools._common import glob_regex, split_glob
 from acp_agent.tools.search import Glob, Grep, ListDirectory
 
-from .fake_client import wire
+from .fake_client import FakeClient, wire
 from .raw import Raw
 
 ls, glob, grep = Raw(ListDirectory()), Raw(Glob()), Raw(Grep())
@@ -54,13 +55,14 @@ async def test_list_directory(tree: Path, fake) -> None:
 
 
 async def test_list_directory_bounded(ws: Path, fake, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search, "MAX_LIST_ENTRIES", 5)
+    monkeypatch.setattr(search, "LIST_MAX_ENTRIES", 5)
     for i in range(12):
         (ws / f"f{i:02d}").write_text("")
     out = await ls.run({"path": "."}, fake().context(str(ws)))
     lines = out.text.splitlines()
     assert lines[:5] == ["README.md", "f00", "f01", "f02", "f03"]
-    assert lines[-1] == "[... 9 more entries not shown]"
+    assert lines[-1] == "[Showing 5 of 14 entries; use glob to find specific names.]"
+    assert out.raw_output == {"path": str(ws), "entries": 14, "shown": 5}
 
 
 # ---------------------------------------------------------------------- glob
@@ -90,12 +92,14 @@ async def test_glob_recursive_skips_vendor_dirs(tree: Path, fake) -> None:
 
 
 async def test_glob_bounded_and_errors(ws: Path, fake, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search, "MAX_GLOB_RESULTS", 3)
+    monkeypatch.setattr(search, "GLOB_MAX_PATHS", 3)
     for i in range(10):
         (ws / f"g{i}.txt").write_text("")
     ctx = fake().context(str(ws))
     out = await glob.run({"pattern": "*.txt"}, ctx)
-    assert len(out.text.splitlines()) == 4 and "Stopped after 3" in out.text
+    assert out.text.splitlines() == [
+        "g0.txt", "g1.txt", "g2.txt",
+        "[Showing 3 of 10 paths; narrow the pattern or `path`.]"]
     with pytest.raises(ToolError, match="not found"):
         await glob.run({"pattern": "*", "path": "nope"}, ctx)
 
@@ -150,10 +154,14 @@ async def test_grep_errors_binary_and_bounds(ws: Path, fake) -> None:
     out = await grep.run({"pattern": "needle"}, ctx)
     lines = out.text.splitlines()
     assert not any(line.startswith("bin.dat") for line in lines)
-    assert len(lines) == search.MAX_GREP_MATCHES + 1 and "Stopped after" in lines[-1]
-    assert lines[0].startswith("many.txt:1: needle 0 ") and lines[0].endswith("…")
-    assert len(lines[0]) < search.MAX_GREP_LINE + 50
-    assert len(out.locations or []) == search.MAX_GREP_LOCATIONS
+    assert len(out.text.encode()) <= budget.SEARCH_MAX_BYTES + 200
+    shown = out.raw_output["shown"]
+    assert 0 < shown < budget.GREP_MAX_MATCHES and len(lines) == shown + 1  # the byte cap
+    assert lines[-1] == (f"[Showing {shown} of 300 matches in 1 file; narrow with `glob` or "
+                         "`path`, or a more specific pattern.]")
+    assert lines[0].startswith("many.txt:1: needle 0 ")
+    assert lines[0].endswith("w… [+259 chars]")  # 509 characters cut at 250
+    assert len(out.locations or []) == budget.GREP_MAX_LOCATIONS
     assert wire(out.locations)[19] == {"path": str(ws / "many.txt"), "line": 20}
     assert out.raw_output["truncated"] is True
 
@@ -175,3 +183,55 @@ async def test_search_access_outside_roots(ws: Path, fake, tmp_path: Path) -> No
         assert paths and not all(ctx.inside_roots(p) for p in paths), (tool.spec.name, args)
     _, paths = grep.access({"pattern": "x"}, ctx)
     assert paths == [str(ws)] and ctx.inside_roots(paths[0])
+
+
+# ---------------------------------------------------------------------- totals, limits
+
+
+async def test_grep_reports_totals(ws: Path, fake: Callable[..., FakeClient],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setattr(search, "GREP_MAX_MATCHES", 5)
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (ws / name).write_text("".join(f"hit {i}\nmiss\n" for i in range(100)))
+    out = await grep.run({"pattern": "hit"}, fake().context(str(ws)))
+    assert out.text.split("\n") == [
+        "a.txt:1: hit 0", "a.txt:3: hit 1", "a.txt:5: hit 2", "a.txt:7: hit 3", "a.txt:9: hit 4",
+        "[Showing 5 of 300 matches in 3 files; narrow with `glob` or `path`, or a more specific "
+        "pattern.]"]
+    assert out.raw_output == {"matches": 300, "files": 3, "searched": 5, "shown": 5,
+                              "truncated": True}  # README.md and src/app.py too
+    monkeypatch.setattr(search, "GREP_COUNT_LIMIT", 150)
+    capped = await grep.run({"pattern": "hit"}, fake().context(str(ws)))
+    assert capped.text.split("\n")[-1] == (
+        "[Showing 5 of 150+ matches in 2+ files; narrow with `glob` or `path`, or a more "
+        "specific pattern.]")
+
+
+async def test_walk_limit_is_reported(tree: Path, fake: Callable[..., FakeClient],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setattr(search, "MAX_WALK_ENTRIES", 4)
+    ctx = fake().context(str(tree))
+    marker = ("[The search stopped after visiting 4 entries, so results are incomplete; "
+              "narrow `path`.]")
+    found = await glob.run({"pattern": "**/*.py"}, ctx)
+    assert found.text.split("\n")[-1] == marker and found.raw_output["truncated"] is True
+    hits = await grep.run({"pattern": "TODO"}, ctx)
+    assert hits.text.split("\n")[-1] == marker
+
+
+async def test_grep_decodes_as_read_file_does(ws: Path, fake: Callable[..., FakeClient]) -> None:
+    (ws / "l1.txt").write_bytes("menu\ncafé crème\n".encode("latin-1"))
+    (ws / "crlf.txt").write_bytes(b"one\r\ncaf\xc3\xa9\rmid\r\n")
+    out = await grep.run({"pattern": "caf"}, fake().context(str(ws)))
+    # line numbers count \n only, as read_file and edit_file do
+    assert out.text.split("\n") == ["crlf.txt:2: café\rmid", "l1.txt:2: café crème"]
+
+
+async def test_listing_byte_cap(ws: Path, fake: Callable[..., FakeClient]) -> None:
+    for i in range(400):
+        (ws / (f"{i:03d}" + "n" * 90)).write_text("")
+    out = await ls.run({"path": "."}, fake().context(str(ws)))
+    assert len(out.text.encode()) <= budget.SEARCH_MAX_BYTES + 100
+    shown = out.raw_output["shown"]
+    assert shown < 400 and out.text.split("\n")[-1] == (
+        f"[Showing {shown} of 402 entries; use glob to find specific names.]")
