@@ -214,7 +214,10 @@ class Runtime:
             tools=self.tools_for(session),
             rules=await self.rules_for(session),
             system=await system_prompt(session, configured=self.config.system_prompt),
-            limits=TurnLimits(max_turn_requests=self.config.limits.max_turn_requests),
+            limits=TurnLimits(
+                max_turn_requests=self.config.limits.max_turn_requests,
+                prompt_cache=self.config.limits.prompt_cache,
+            ),
             notify=notify,
             before_request=before_request,
             env=self.child_env,
