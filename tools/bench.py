@@ -12,6 +12,8 @@ Measures (medians):
   exit      stdin closed -> process gone (during a running turn)
   encode    in-process agent CPU to encode and write one ``session/update``
   load      ``session/load`` of a 1,000-turn session (replay streamed, then the response)
+  cost      input cost of a scripted 10-turn coding session with prompt caching on and off,
+            per provider, against the fake server billing as the vendors do (bench_cost.py)
 
 Nothing here asserts: the figures go into issue notes. Loopback only.
 """
@@ -358,6 +360,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             out.update(await bench_load(max(3, args.runs // 4), tmp))
         if args.only in (None, "cancel", "exit"):
             out.update(await bench_cancel_and_exit(max(5, args.runs // 2), tmp))
+        if args.only in (None, "cost"):
+            from bench_cost import bench_cost
+
+            out.update(await bench_cost(tmp, Agent, agent_cmd))
     return out
 
 
@@ -367,7 +373,9 @@ def main() -> None:
     )
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--chunks", type=int, default=20_000)
-    p.add_argument("--only", choices=["startup", "stream", "cancel", "exit", "encode", "load"])
+    p.add_argument(
+        "--only", choices=["startup", "stream", "cancel", "exit", "encode", "load", "cost"]
+    )
     args = p.parse_args()
     _prepare()
     results: dict[str, Any] = {}
@@ -377,8 +385,13 @@ def main() -> None:
         results.update(asyncio.run(main_async(args)))
     width = max(map(len, results))
     for key, value in results.items():
-        shown = f"{value:,.1f}" if isinstance(value, float) else str(value)
+        shown = f"{value:,.{_decimals(value)}f}" if isinstance(value, float) else str(value)
         sys.stdout.write(f"{key:<{width}}  {shown}\n")
+
+
+def _decimals(value: float) -> int:
+    """Enough decimals for small amounts (dollars), one for the rest."""
+    return 4 if 0 < abs(value) < 10 and value != round(value, 1) else 1
 
 
 if __name__ == "__main__":
