@@ -44,6 +44,7 @@ class ModelOverride(_Section, frozen=True):
     input_price: float | None = None
     output_price: float | None = None
     cached_input_price: float | None = None
+    cache_write_price: float | None = None
     supports_images: bool | None = None
 
 
@@ -58,6 +59,7 @@ class Limits(_Section, frozen=True):
     mcp_start_timeout: float = 10.0
     prune_at: float = 0.6
     compact_at: float = 0.85
+    prompt_cache: bool = True
 
 
 class Config(_Section, frozen=True):

@@ -230,7 +230,10 @@ class Runtime:
             tools=tools,
             rules=await self.rules_for(session),
             system=system,
-            limits=TurnLimits(max_turn_requests=self.config.limits.max_turn_requests),
+            limits=TurnLimits(
+                max_turn_requests=self.config.limits.max_turn_requests,
+                prompt_cache=self.config.limits.prompt_cache,
+            ),
             notify=notify,
             before_request=before_request,
             env=self.child_env,

@@ -70,6 +70,8 @@ def _by_the_user() -> str | None:
 @dataclass(frozen=True, slots=True)
 class TurnLimits:
     max_turn_requests: int = 50
+    prompt_cache: bool = True
+    """Ask the provider to cache the prompt's prefix (keyed by the session's id)."""
 
 
 @dataclass(slots=True)
@@ -176,6 +178,7 @@ def request_of(ctx: TurnContext) -> ModelRequest:
         tools=[t.spec for t in ctx.tools.tools() if offered(mode, t.kind, t.spec.name)],
         thinking=thinking,  # type: ignore[arg-type]
         max_tokens=max(MIN_ANSWER_TOKENS, min(ctx.model.max_output_tokens, room)),
+        cache_key=session.id if ctx.limits.prompt_cache else None,
     )
 
 

@@ -18,6 +18,8 @@ Measures (medians):
             (httpx-sse + msgspec), the hand-written parser it replaced (+ msgspec), and the
             SDK's own pydantic models; both vendors; the reply in one HTTP chunk frame
             (``body``) or one frame per SSE event (``event``, as the vendors send)
+  cost      input cost of a scripted 10-turn coding session with prompt caching on and off,
+            per provider, against the fake server billing as the vendors do (bench_cost.py)
 
 Nothing here asserts: the figures go into issue notes. Loopback only.
 """
@@ -460,6 +462,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             out.update(await bench_cancel_and_exit(max(5, args.runs // 2), tmp))
         if args.only in (None, "sse"):
             out.update(await bench_sse(args.runs, args.chunks))
+        if args.only in (None, "cost"):
+            from bench_cost import bench_cost
+
+            out.update(await bench_cost(tmp, Agent, agent_cmd))
     return out
 
 
@@ -469,7 +475,7 @@ def main() -> None:
     )
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--chunks", type=int, default=20_000)
-    measures = ["startup", "stream", "cancel", "exit", "encode", "load", "sse"]
+    measures = ["startup", "stream", "cancel", "exit", "encode", "load", "sse", "cost"]
     p.add_argument("--only", choices=measures)
     args = p.parse_args()
     _prepare()
@@ -480,8 +486,13 @@ def main() -> None:
         results.update(asyncio.run(main_async(args)))
     width = max(map(len, results))
     for key, value in results.items():
-        shown = f"{value:,.1f}" if isinstance(value, float) else str(value)
+        shown = f"{value:,.{_decimals(value)}f}" if isinstance(value, float) else str(value)
         sys.stdout.write(f"{key:<{width}}  {shown}\n")
+
+
+def _decimals(value: float) -> int:
+    """Enough decimals for small amounts (dollars), one for the rest."""
+    return 4 if 0 < abs(value) < 10 and value != round(value, 1) else 1
 
 
 if __name__ == "__main__":

@@ -141,6 +141,11 @@ class OpenAIProvider:
             params[key] = request.max_tokens
         if request.thinking != "off" and self._official and _REASONING_MODEL.match(self.model):
             params["reasoning_effort"] = request.thinking
+        if request.cache_key and self._official:
+            # Routes the session's requests to the servers holding its cached prefix. Only
+            # api.openai.com: compatible servers may reject unknown fields (NVIDIA NIM does;
+            # vLLM and Ollama ignore them). ``extra_body``: SDKs before 1.98 lack the argument.
+            params["extra_body"] = {"prompt_cache_key": request.cache_key}
         return params
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:

@@ -28,6 +28,10 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     tools: list[ToolSpec] = []
     max_tokens: int | None = None
     thinking: ThinkingLevel = "off"
+    cache_key: str | None = None
+    """Prompt caching: a stable id shared by requests that grow one conversation (the
+    session's id), or ``None`` for no caching hints. Anthropic marks cache breakpoints only
+    when it is set; OpenAI's official endpoint gets it as ``prompt_cache_key``."""
 
 
 # --------------------------------------------------------------------------- stream events

@@ -1,8 +1,10 @@
 """What the agent knows about a model: context size, output limit, prices, capabilities.
 
 A compact built-in table matched by name prefix (most specific first). Prices are USD per
-million tokens and ``None`` when unknown. The caller applies user overrides from the config
-(``msgspec.structs.replace``); nothing here reads configuration.
+million tokens and ``None`` when unknown; cached input is a prompt-cache read, and Anthropic's
+cache writes are the 5-minute ones (1.25x input; reads 0.1x), as on the vendors' price pages.
+The caller applies user overrides from the config (``msgspec.structs.replace``); nothing here
+reads configuration.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ _TABLE: list[tuple[str, ModelInfo]] = [
     ("claude-3-7-sonnet", _SONNET),
     ("claude-3-5-sonnet", _m(200_000, 8_192, (3.0, 15.0, 0.3, 3.75))),
     ("claude-3-5-haiku", _m(200_000, 8_192, (0.80, 4.0, 0.08, 1.0))),
+    ("claude-3-haiku", _m(200_000, 4_096, (0.25, 1.25, 0.03, 0.30))),
 ]
 
 _DEFAULT_ANTHROPIC = ModelInfo(

@@ -22,6 +22,12 @@ Faults, as the real services produce them: :func:`openai_error`/:func:`anthropic
 Anthropic), ``Reply(disconnect_after=n)``, :class:`Malformed` events. Stalls are endless:
 they end when the client goes away. A server built on a bound but not yet listening
 socket (``FakeLLMServer(sock=...)``) refuses connections until :meth:`start`.
+Billing, as the vendors bill (:mod:`tests.fakes.llm_billing`): ``FakeLLMServer(billing=True)``
+counts every request's prompt tokens, prompt caching included (Anthropic's ``cache_control``
+breakpoints, OpenAI's automatic prefix caching per ``prompt_cache_key``), reports them as
+the reply's usage in place of a scripted :class:`Usage` (whose output count is kept), and
+keeps each request's :class:`Bill` in ``server.billing.bills``. Anthropic requests with
+breakpoints the API refuses are answered with its 400, billing or not.
 ``python -m tests.fakes.llm_server --chunks 200 [--per-event]`` serves :class:`Burst` replies
 forever and prints its port on stdout (for benchmarks that spawn the agent against it).
 """
@@ -31,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import socket
 from collections import deque
@@ -40,6 +47,7 @@ from http import HTTPStatus
 from typing import Any, TypeAlias
 
 from .api_rules import violation
+from .llm_billing import Bill, Billing, cache_control_error
 from .llm_wire import (
     KEEPALIVE,
     Finish,
@@ -57,6 +65,8 @@ from .llm_wire import (
 )
 
 __all__ = [  # the steps are re-exported: tests import everything from here
+    "Bill",
+    "Billing",
     "Burst",
     "FakeLLMServer",
     "Finish",
@@ -180,8 +190,10 @@ class FakeLLMServer:
         port: int = 0,
         record: bool = True,
         sock: socket.socket | None = None,
+        billing: bool = False,
     ) -> None:
         self.default = default or HttpError(500, {"error": {"message": "no scripted response"}})
+        self.billing = Billing() if billing else None
         self.requests: list[RecordedRequest] = []
         self.record = record  # keep every request in ``requests`` (off for long benchmarks)
         self.port = sock.getsockname()[1] if sock is not None else port
@@ -280,6 +292,11 @@ class FakeLLMServer:
         if not path.endswith(("/chat/completions", "/messages")):
             resp = HttpError(404, {"error": {"message": f"no route {path}"}})
         model = str(req.body.get("model", "")) if isinstance(req.body, dict) else ""
+        if isinstance(req.body, dict):
+            if vendor == "anthropic" and (problem := cache_control_error(req.body)):
+                resp = anthropic_error(400, "invalid_request_error", problem)
+            elif self.billing is not None and isinstance(resp, Reply):
+                resp = _billed(resp, vendor, req.body, self.billing.bill(vendor, req.body))
         if isinstance(resp, HttpError):
             body = json.dumps(resp.body or {}).encode()
             head = f"HTTP/1.1 {resp.status} {_phrase(resp.status)}\r\n"
@@ -348,6 +365,27 @@ class FakeLLMServer:
             frames = map(_chunk, events) if burst.per_event else [_chunk(b"".join(events))]
             self._burst_cache[key] = _SSE_HEAD + b"".join(frames) + b"0\r\n\r\n"
         return self._burst_cache[key]
+
+
+def _billed(reply: Reply, vendor: str, body: dict[str, Any], bill: Bill) -> Reply:
+    """``reply`` with the billed usage: in ``message_start`` (Anthropic), or as the last
+    chunk when the client asked for it with ``stream_options.include_usage`` (OpenAI)."""
+    scripted = next((s for s in reply.steps if isinstance(s, Usage)), None)
+    output = scripted.output if scripted else _output_tokens(reply.steps)
+    usage = Usage(bill.input, output, bill.cached, bill.cache_write,
+                  scripted.reasoning if scripted else 0)  # fmt: skip
+    steps: list[Step] = [s for s in reply.steps if not isinstance(s, Usage)]
+    if vendor == "anthropic":
+        steps.insert(0, usage)
+    elif (body.get("stream_options") or {}).get("include_usage"):
+        steps.append(usage)
+    return dataclasses.replace(reply, steps=steps)
+
+
+def _output_tokens(steps: list[Step]) -> int:
+    texts = [s.text for s in steps if isinstance(s, (Text, Thinking, Refusal))]
+    texts += [s.name + s.arguments for s in steps if isinstance(s, ToolCall)]
+    return -(-sum(map(len, texts)) // 4)
 
 
 async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:

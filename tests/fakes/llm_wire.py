@@ -53,7 +53,7 @@ class ToolCall:
 class Usage:
     input: int  # total prompt tokens, cached ones included
     output: int
-    cached: int = 0
+    cached: int = 0  # cache reads
     cache_write: int = 0  # Anthropic only
     reasoning: int = 0  # OpenAI only
 
@@ -151,10 +151,19 @@ def openai_events(steps: list[Step], model: str, done: bool = True) -> list[byte
 
 def anthropic_events(steps: list[Step], model: str) -> list[bytes]:
     usage = next((s for s in steps if isinstance(s, Usage)), Usage(0, 0))
-    start_usage = {
+    # As the API: input_tokens excludes cache reads and writes; message_delta repeats the
+    # (cumulative) input counts with the final output count.
+    input_usage = {
         "input_tokens": usage.input - usage.cached - usage.cache_write,
         "cache_read_input_tokens": usage.cached,
         "cache_creation_input_tokens": usage.cache_write,
+    }
+    start_usage = {
+        **input_usage,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.cache_write,
+            "ephemeral_1h_input_tokens": 0,
+        },
         "output_tokens": 1,
     }
     message: dict[str, Any] = {
@@ -221,7 +230,7 @@ def anthropic_events(steps: list[Step], model: str) -> list[bytes]:
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": reason, "stop_sequence": None},
-                    "usage": {"output_tokens": usage.output},
+                    "usage": {**input_usage, "output_tokens": usage.output},
                 }
             )
             emit({"type": "message_stop"})
