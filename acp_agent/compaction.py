@@ -30,9 +30,10 @@ from .conversation import (
 )
 from .errors import ProviderContextError, ProviderError, ProviderStreamError
 from .protocol import types as t
-from .providers.base import ModelProvider, ModelRequest, TextDelta
+from .providers.base import ModelProvider, ModelRequest, TextDelta, UsageReport
 
 if TYPE_CHECKING:
+    from .providers.models import ModelInfo
     from .runtime import Runtime
     from .session import Session
 
@@ -182,6 +183,7 @@ async def compact(
     keep_tokens: int = 0,
     max_tokens: int | None = None,
     window: int | None = None,
+    info: ModelInfo | None = None,
 ) -> str:
     """Summarise the older history and replace it; returns the terminal status
     (``completed``, ``failed``, or ``skipped`` when there is nothing to compact).
@@ -210,7 +212,9 @@ async def compact(
     request = summary_request(frame, older_for_summary, instructions, max_tokens)
     try:
         async for event in provider.stream(request):
-            if isinstance(event, TextDelta) and event.text:
+            if isinstance(event, UsageReport):
+                session.usage.add_spent(event, info)
+            elif isinstance(event, TextDelta) and event.text:
                 pieces.append(event.text)
                 if reported:
                     await session.emit(
@@ -297,6 +301,7 @@ async def compact_session(
         keep_tokens=keep_tokens,
         max_tokens=min(info.max_output_tokens, 8192),
         window=window,
+        info=info,
     )
     if status == "skipped" and keep_tokens == 0:
         await session.say("Nothing to compact yet.")

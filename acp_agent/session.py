@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from .commands import PromptCommand
     from .instructions import ClientPrompt
     from .mcp import McpHub
+    from .providers.base import UsageReport
+    from .providers.models import ModelInfo
 
 Emit = Callable[[str, t.SessionUpdate], Awaitable[None]]
 
@@ -77,6 +79,16 @@ class Usage:
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost: float | None = None
+
+    def add_spent(self, usage: UsageReport, info: ModelInfo | None) -> None:
+        """Count a request's tokens and price into the totals (not the context)."""
+        from .providers.models import cost
+
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        spent = cost(info, usage) if info is not None else None
+        if spent is not None:
+            self.cost = (self.cost or 0.0) + spent
 
 
 class Session:

@@ -47,7 +47,7 @@ from .providers.base import (
     ToolCallReady,
     UsageReport,
 )
-from .providers.models import ModelInfo, cost
+from .providers.models import ModelInfo
 
 if TYPE_CHECKING:
     from .client import Client
@@ -231,11 +231,7 @@ def _close_unrun(ctx: TurnContext, builder: _AssistantBuilder, why: str | None) 
 
 async def report_usage(session: Session, info: ModelInfo, usage: UsageReport) -> None:
     session.usage.context_tokens = usage.input_tokens + usage.output_tokens
-    session.usage.input_tokens += usage.input_tokens
-    session.usage.output_tokens += usage.output_tokens
-    step_cost = cost(info, usage)
-    if step_cost is not None:
-        session.usage.cost = (session.usage.cost or 0.0) + step_cost
+    session.usage.add_spent(usage, info)
     window = info.context_window
     if session.window_limit:
         window = min(window, session.window_limit)
