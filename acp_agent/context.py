@@ -2,11 +2,11 @@
 replaced by a short stub that says what they were and how to get them again.
 
 Before each model request (``Runtime.turn_context``'s hook), when the context passes
-``limits.prune-at`` of the window, every tool result older than the newest
-:data:`KEEP_RECENT` and longer than :data:`MIN_CHARS` becomes a stub. Stubbing happens in
-one batch and is recorded (``records.PruneResults``), so the history, and with it the
-prompt-cache prefix, changes once, not at every request; a reloaded session has the same
-stubs.
+``limits.prune-at`` of the window, the newest tool results are kept whole up to
+:data:`KEEP_SHARE` of the window (and at least the newest :data:`KEEP_RECENT`), and every
+older one longer than :data:`MIN_CHARS` becomes a stub. Stubbing happens in one batch and
+is recorded (``records.PruneResults``), so the history, and with it the prompt-cache
+prefix, changes once, not at every request; a reloaded session has the same stubs.
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ from .conversation import (
 if TYPE_CHECKING:
     from .session import Session
 
-#: The newest tool results are always kept whole.
-KEEP_RECENT = 6
+#: The newest tool results are kept whole up to this share of the window...
+KEEP_SHARE = 0.25
+#: ... and the newest two always.
+KEEP_RECENT = 2
 #: Results shorter than this are not worth a stub.
 MIN_CHARS = 2_000
 
@@ -52,16 +54,23 @@ def stubbed(result: ToolResultMessage, call: ToolCallPart | None) -> ToolResultM
     )
 
 
-def prunable(history: list[Message]) -> list[str]:
-    """The call ids of the tool results a prune would replace."""
+def _size(result: ToolResultMessage) -> int:
+    """Characters (an image counts as MIN_CHARS: always worth a stub)."""
+    return sum(len(p.text) if isinstance(p, TextPart) else MIN_CHARS for p in result.parts)
+
+
+def prunable(history: list[Message], keep_tokens: int = 0) -> list[str]:
+    """The call ids of the tool results a prune would replace: all but the newest, kept
+    whole up to ``keep_tokens`` (at least :data:`KEEP_RECENT` of them), that are large."""
     results = [m for m in history if isinstance(m, ToolResultMessage)]
-    old = results[:-KEEP_RECENT] if KEEP_RECENT else results
-    return [
-        m.call_id
-        for m in old
-        if sum(len(p.text) for p in m.parts if isinstance(p, TextPart)) >= MIN_CHARS
-        or any(not isinstance(p, TextPart) for p in m.parts)
-    ]
+    kept, budget = 0, keep_tokens * 4
+    while kept < len(results):
+        size = _size(results[-1 - kept])
+        if kept >= KEEP_RECENT and size > budget:
+            break
+        budget -= size
+        kept += 1
+    return [m.call_id for m in results[: len(results) - kept] if _size(m) >= MIN_CHARS]
 
 
 def apply_stubs(history: list[Message], call_ids: set[str]) -> list[Message]:
@@ -99,7 +108,7 @@ def prune(session: Session, window: int, prune_at: float) -> int:
     returns how many were stubbed (recorded in the session's log)."""
     if context_estimate(session) < prune_at * window:
         return 0
-    ids = prunable(session.history)
+    ids = prunable(session.history, int(KEEP_SHARE * window))
     if ids:
         session.stub_results(ids)
     return len(ids)

@@ -72,10 +72,12 @@ class ToolSpec(msgspec.Struct, frozen=True):
 
 
 def estimate_tokens(messages: list[Message], system: str = "") -> int:
-    """A rough token count (about four characters a token; an image counts as 400
-    characters): for deciding when to make room, never for billing."""
+    """A rough token count (about four characters a token, plus the wrapping each part
+    gets on the wire; an image counts as 400 characters): for deciding when to make room,
+    never for billing."""
     chars = len(system)
     for m in messages:
+        chars += 40 * len(m.parts) + 20  # the JSON each part and message is wrapped in
         for p in m.parts:
             if isinstance(p, TextPart | ThinkingPart):
                 chars += len(p.text)

@@ -54,10 +54,11 @@ def test_nothing_happens_below_the_threshold() -> None:
 
 
 def test_old_large_results_become_stubs_and_recent_ones_stay() -> None:
-    sizes = [50_000, 100, 50_000, 50_000, *([50_000] * KEEP_RECENT)]
+    sizes = [50_000, 100, 50_000, 50_000, 50_000, 50_000, 50_000]  # ~75 k tokens
     session = session_with(sizes)
     before = texts(session)
-    assert prune(session, window=150_000, prune_at=0.6) == 3  # ~112 k tokens in context
+    # past 60 % of 100 k; the newest whole up to 25 k tokens (two results here)
+    assert prune(session, window=100_000, prune_at=0.6) == 4
     after = texts(session)
     assert after["c1"] == before["c1"]  # small: kept
     for i in range(len(sizes) - KEEP_RECENT, len(sizes)):
@@ -71,7 +72,7 @@ def test_old_large_results_become_stubs_and_recent_ones_stay() -> None:
 
 def test_stubs_are_recorded_and_come_back_with_the_session(tmp_path: Path) -> None:
     store = Store(str(tmp_path))
-    session = session_with([MIN_CHARS * 10] * (KEEP_RECENT + 2))
+    session = session_with([MIN_CHARS * 10] * (KEEP_RECENT + 2))  # ~20 k tokens
     session.log = store.create(Header(id="sess_ctx", cwd="/w", created_at="2026-01-01"))
     from acp_agent.records import AddMessage
 

@@ -135,8 +135,6 @@ async def test_a_smaller_window_than_believed_is_recovered_from(
         assert (await agent.prompt(sid, "read them all"))["stopReason"] == "end_turn"
         refused = [r for r in server.requests if violation(vendor, r.body, 12_000) is not None]
         assert refused  # the agent learned the window from the vendor's own error
-        notice_or_text = json.dumps(agent.updates_of(sid))
-        assert "Compact" in notice_or_text or "dropped" in notice_or_text
         usage = agent.updates_of(sid, "usage_update")[-1]
         assert usage["size"] == 12_000  # the window the server named is believed
 

@@ -18,6 +18,8 @@ Measures (medians):
             (httpx-sse + msgspec), the hand-written parser it replaced (+ msgspec), and the
             SDK's own pydantic models; both vendors; the reply in one HTTP chunk frame
             (``body``) or one frame per SSE event (``event``, as the vendors send)
+  context   the fixed overhead of every request in tokens; a 60-call session against a
+            40 k-token window: peak request, summaries, stubs (bench_context.py)
   cost      input cost of a scripted 10-turn coding session with prompt caching on and off,
             per provider, against the fake server billing as the vendors do (bench_cost.py)
 
@@ -466,6 +468,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             from bench_cost import bench_cost
 
             out.update(await bench_cost(tmp, Agent, agent_cmd))
+        if args.only in (None, "context"):
+            from bench_context import bench_context
+
+            out.update(await bench_context(tmp, Agent, agent_cmd))
     return out
 
 
@@ -475,7 +481,7 @@ def main() -> None:
     )
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--chunks", type=int, default=20_000)
-    measures = ["startup", "stream", "cancel", "exit", "encode", "load", "sse", "cost"]
+    measures = ["startup", "stream", "cancel", "exit", "encode", "load", "sse", "cost", "context"]
     p.add_argument("--only", choices=measures)
     args = p.parse_args()
     _prepare()
