@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from .conversation import (
     AssistantMessage,
     AssistantPart,
+    ReasoningPart,
     RedactedThinkingPart,
     TextPart,
     ThinkingPart,
@@ -39,6 +40,7 @@ from .providers.base import (
     Finished,
     ModelProvider,
     ModelRequest,
+    ReasoningItem,
     RedactedThinking,
     TextDelta,
     ThinkingDelta,
@@ -170,6 +172,8 @@ async def model_step(ctx: TurnContext) -> StepResult:
                 builder.sign(ev.signature)
             elif isinstance(ev, RedactedThinking):
                 builder.redacted(ev.data)
+            elif isinstance(ev, ReasoningItem):
+                builder.reasoning(ev)
             elif isinstance(ev, Finished):
                 reason = ev.reason
     except asyncio.CancelledError:
@@ -283,6 +287,11 @@ class _AssistantBuilder:
     def redacted(self, data: str) -> None:
         self._switch(None)
         self.parts.append(RedactedThinkingPart(data))
+
+    def reasoning(self, ev: ReasoningItem) -> None:
+        """An opaque reasoning item, kept in stream order (it precedes the calls it led to)."""
+        self._switch(None)
+        self.parts.append(ReasoningPart(ev.id, ev.encrypted_content, ev.summary, ev.source))
 
     def tool_call(self, ev: ToolCallReady) -> None:
         self._switch(None)
