@@ -12,8 +12,12 @@ if TYPE_CHECKING:
     from .models import ModelInfo
 
 
-def build_compatible(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
-    """An OpenAI Chat Completions provider at ``endpoint`` (presets reuse this)."""
+def build_compatible(
+    model: str, endpoint: Endpoint, config: Config, *, discover: bool = True
+) -> ModelProvider:
+    """An OpenAI Chat Completions provider at ``endpoint`` (presets reuse this).
+    ``discover``: ask a compatible server for the model's limits (not OpenRouter: its list
+    of every model is large, and its models are in the table)."""
     from ._openai import OpenAIProvider
 
     return OpenAIProvider(
@@ -26,6 +30,7 @@ def build_compatible(model: str, endpoint: Endpoint, config: Config) -> ModelPro
         key_env=endpoint.key_env,
         vendor=endpoint.title,
         section=endpoint.family,
+        discover_limits=discover,
     )
 
 
