@@ -26,5 +26,6 @@ SPEC = ProviderSpec(
     key_envs=("OPENROUTER_API_KEY",),
     base_url_env="OPENROUTER_BASE_URL",
     default_base_url="https://openrouter.ai/api/v1",
+    apis=OPENAI.apis,
     warm=OPENAI.warm,
 )

@@ -1,10 +1,31 @@
-"""The model table: windows, output limits, prices, thinking as the providers send it."""
+"""The model table (windows, output limits, prices, thinking as the providers send it) and
+the choice of OpenAI wire API: automatic by model and endpoint, overridable in config."""
 
 from __future__ import annotations
 
 import pytest
 
+from acp_agent.config import ConfigError, from_mapping
+from acp_agent.conversation import (
+    AssistantMessage,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    UserMessage,
+)
+from acp_agent.providers import make_provider
+from acp_agent.providers._anthropic import to_anthropic_messages
+from acp_agent.providers._openai import OpenAIProvider, to_openai_messages
+from acp_agent.providers._responses import ResponsesProvider
+from acp_agent.providers.base import ModelRequest
 from acp_agent.providers.models import model_info
+
+
+@pytest.fixture(autouse=True)
+def _no_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OLLAMA_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.mark.parametrize(
@@ -56,3 +77,65 @@ def test_the_table(
     assert (info.context_window, info.max_output_tokens) == (window, output)
     assert (info.input_price, info.output_price, info.cached_input_price) == prices
     assert info.supports_thinking is thinking
+
+
+@pytest.mark.parametrize(
+    ("model", "settings", "kind"),
+    [
+        ("openai:gpt-5", {}, ResponsesProvider),
+        ("openai:gpt-5.2-codex", {}, ResponsesProvider),
+        ("openai:o4-mini", {}, ResponsesProvider),
+        ("openai:o3", {"base-url": "https://api.openai.com/v1"}, ResponsesProvider),
+        ("openai:gpt-5-chat-latest", {}, OpenAIProvider),
+        ("openai:gpt-4.1", {}, OpenAIProvider),
+        # a compatible server keeps Chat Completions, whatever the model is called
+        ("openai:gpt-5", {"base-url": "http://127.0.0.1:8000/v1"}, OpenAIProvider),
+        # and the configuration decides over the automatic choice
+        ("openai:gpt-5", {"api": "chat-completions"}, OpenAIProvider),
+        (
+            "openai:gpt-oss-120b",
+            {"base-url": "http://127.0.0.1:8000/v1", "api": "responses"},
+            ResponsesProvider,
+        ),
+        ("ollama:gpt-oss:20b", {"api": "responses"}, ResponsesProvider),
+    ],
+)
+def test_the_wire_api(model: str, settings: dict[str, str], kind: type) -> None:
+    family = model.partition(":")[0]
+    config = from_mapping({"model": model, family: settings})
+    provider = make_provider(config)
+    assert type(provider) is kind
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"anthropic": {"api": "responses"}}, "`anthropic.api` must be auto"),
+        ({"openai": {"api": "completions"}}, "api"),
+    ],
+)
+def test_the_api_setting_is_checked(raw: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        from_mapping(raw)
+
+
+def test_other_apis_ignore_reasoning_items() -> None:
+    """Chat Completions and Anthropic have no use for OpenAI's reasoning items: they are
+    never sent to them (a session may switch models)."""
+    history = [
+        UserMessage([TextPart("q")]),
+        AssistantMessage(
+            [
+                ReasoningPart("rs_1", "enc", ["s"], "openai:gpt-5"),
+                TextPart("Let me."),
+                ToolCallPart("c1", "read_file", {}),
+            ]
+        ),
+        ToolResultMessage("c1", "read_file", [TextPart("r")]),
+    ]
+    request = ModelRequest(system="", messages=list(history))
+    chat = to_openai_messages(request)
+    assert "enc" not in repr(chat) and chat[1]["content"] == "Let me."
+    claude = to_anthropic_messages(request)
+    assert "enc" not in repr(claude)
+    assert [b["type"] for b in claude[1]["content"]] == ["text", "tool_use"]
