@@ -99,7 +99,8 @@ def _unpriced(context: int, output: int, *, thinking: bool) -> ModelInfo:
 # (prefix, info); the first matching prefix wins, so longer prefixes come first. Checked
 # against the vendors' model pages (developers.openai.com/api/docs/models/<id>,
 # platform.claude.com/docs/models/<id>/overview). ``thinking`` means what the providers send:
-# OpenAI's reasoning effort, Anthropic's manual extended thinking (``budget_tokens``), which
+# OpenAI's reasoning effort (not for the -pro models: they reason at their own effort, which
+# is all gpt-5-pro takes), Anthropic's manual extended thinking (``budget_tokens``), which
 # Claude 4.7 and later reject (they think adaptively, by default).
 _TABLE: list[tuple[str, ModelInfo]] = [
     ("gpt-4.1-nano", _m(_GPT41, 32_768, (0.10, 0.40, 0.025))),
@@ -111,14 +112,14 @@ _TABLE: list[tuple[str, ModelInfo]] = [
     ("gpt-5.2-chat", _m(128_000, 16_384, (1.75, 14.0, 0.175))),
     ("gpt-5.1-chat", _m(128_000, 16_384, (1.25, 10.0, 0.125))),
     ("gpt-5-chat", _m(128_000, 16_384, (1.25, 10.0, 0.125))),
-    ("gpt-5.5-pro", _m(_GPT54, 128_000, (30.0, 180.0, 30.0), thinking=True)),
+    ("gpt-5.5-pro", _m(_GPT54, 128_000, (30.0, 180.0, 30.0))),
     ("gpt-5.5", _m(_GPT54, 128_000, (5.0, 30.0, 0.50), thinking=True)),
-    ("gpt-5.4-pro", _unpriced(_GPT54, 128_000, thinking=True)),
+    ("gpt-5.4-pro", _unpriced(_GPT54, 128_000, thinking=False)),
     ("gpt-5.4-mini", _m(400_000, 128_000, (0.75, 4.50, 0.075), thinking=True)),
     ("gpt-5.4-nano", _m(400_000, 128_000, (0.20, 1.25, 0.02), thinking=True)),
     # over 272K input tokens GPT-5.4 costs twice the input and 1.5 times the output price
     ("gpt-5.4", _m(_GPT54, 128_000, (2.50, 15.0, 0.25), thinking=True)),
-    ("gpt-5.2-pro", _unpriced(400_000, 128_000, thinking=True)),
+    ("gpt-5.2-pro", _unpriced(400_000, 128_000, thinking=False)),
     ("gpt-5.2", _m(400_000, 128_000, (1.75, 14.0, 0.175), thinking=True)),  # -codex too
     ("gpt-5.1-codex-mini", _unpriced(400_000, 128_000, thinking=True)),
     ("gpt-5.1", _m(400_000, 128_000, (1.25, 10.0, 0.125), thinking=True)),  # -codex(-max)
@@ -131,7 +132,6 @@ _TABLE: list[tuple[str, ModelInfo]] = [
             input_price=15.0,
             output_price=120.0,
             supports_images=True,
-            supports_thinking=True,
         ),
     ),
     ("gpt-5-nano", _m(400_000, 128_000, (0.05, 0.40, 0.005), thinking=True)),
@@ -139,7 +139,7 @@ _TABLE: list[tuple[str, ModelInfo]] = [
     ("gpt-5", _m(400_000, 128_000, (1.25, 10.0, 0.125), thinking=True)),  # and gpt-5-codex
     ("o4-mini", _m(200_000, 100_000, (1.10, 4.40, 0.275), thinking=True)),
     ("o3-mini", _m(200_000, 100_000, (1.10, 4.40, 0.55), images=False, thinking=True)),
-    ("o3-pro", _m(200_000, 100_000, (20.0, 80.0, 20.0), thinking=True)),
+    ("o3-pro", _m(200_000, 100_000, (20.0, 80.0, 20.0))),
     ("o3", _m(200_000, 100_000, (2.0, 8.0, 0.50), thinking=True)),
     ("o1", _m(200_000, 100_000, (15.0, 60.0, 7.50), thinking=True)),
     ("claude-opus-4-0", _OPUS_4_0),

@@ -43,7 +43,10 @@ def _no_env(monkeypatch: pytest.MonkeyPatch) -> None:
         ("openai", "gpt-5-chat-latest", 128_000, 16_384, (1.25, 10.0, 0.125), False),
         ("openai", "gpt-5.7-chat-latest", 128_000, 16_384, (None, None, None), False),
         ("openai", "o3", 200_000, 100_000, (2.0, 8.0, 0.50), True),
-        ("openai", "o3-pro", 200_000, 100_000, (20.0, 80.0, 20.0), True),
+        # -pro: the model's own effort (gpt-5-pro takes "high" only)
+        ("openai", "o3-pro", 200_000, 100_000, (20.0, 80.0, 20.0), False),
+        ("openai", "gpt-5-pro", 400_000, 272_000, (15.0, 120.0, None), False),
+        ("openai", "gpt-5.2-pro", 400_000, 128_000, (None, None, None), False),
         ("openai", "o4-mini", 200_000, 100_000, (1.10, 4.40, 0.275), True),
         ("openai", "gpt-4.1", 1_047_576, 32_768, (2.0, 8.0, 0.50), False),
         ("openai", "qwen3-coder", 128_000, 4_096, (None, None, None), False),
