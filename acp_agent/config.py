@@ -36,6 +36,9 @@ class ProviderSettings(_Section, frozen=True):
     timeout: float = 600.0
     connect_timeout: float = 10.0
     headers: dict[str, str] = {}
+    api: Literal["auto", "responses", "chat-completions"] = "auto"
+    """OpenAI-compatible families: the wire API (``auto``: the Responses API for OpenAI's
+    reasoning models at OpenAI, Chat Completions otherwise)."""
 
 
 class ModelOverride(_Section, frozen=True):
@@ -159,6 +162,11 @@ def validate(config: Config, source: str = "config") -> None:
     unknown = sorted(set(config.providers) - set(FAMILIES))
     if unknown:
         raise ConfigError(f"{source}: unknown provider section(s) {', '.join(unknown)}")
+    for family, settings in config.providers.items():
+        apis = spec(family).apis
+        if settings.api != "auto" and settings.api not in apis:
+            choice = f"one of auto, {', '.join(apis)}" if apis else "auto (the only one)"
+            raise ConfigError(f"{source}: `{family}.api` must be {choice}, got {settings.api!r}")
     if config.limits.max_turn_requests < 1:
         raise ConfigError(f"{source}: `limits.max-turn-requests` must be at least 1")
     if not 0.1 <= config.limits.compact_at <= 1.0:

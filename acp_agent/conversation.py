@@ -33,6 +33,20 @@ class RedactedThinkingPart(msgspec.Struct, tag_field="kind", tag="redacted_think
     data: str
 
 
+class ReasoningPart(msgspec.Struct, tag_field="kind", tag="reasoning", frozen=True):
+    """A reasoning model's opaque reasoning item (the OpenAI Responses API's): sent back
+    unchanged with the calls and results of its turn, so the model keeps its chain of
+    thought across tool calls without any server-side state (``encrypted_content``).
+    ``source`` is the provider that produced it (``openai:gpt-5``): no other model can read
+    it, and providers without reasoning items (Chat Completions, Anthropic) ignore it.
+    ``summary`` holds the summary texts the model gave with it (also streamed as thoughts)."""
+
+    id: str
+    encrypted_content: str
+    summary: list[str] = []
+    source: str = ""
+
+
 class ToolCallPart(msgspec.Struct, tag_field="kind", tag="tool_call", frozen=True):
     call_id: str
     name: str
@@ -40,7 +54,9 @@ class ToolCallPart(msgspec.Struct, tag_field="kind", tag="tool_call", frozen=Tru
 
 
 UserPart: TypeAlias = TextPart | ImagePart
-AssistantPart: TypeAlias = TextPart | ThinkingPart | RedactedThinkingPart | ToolCallPart
+AssistantPart: TypeAlias = (
+    TextPart | ThinkingPart | RedactedThinkingPart | ReasoningPart | ToolCallPart
+)
 
 
 class UserMessage(msgspec.Struct, tag_field="role", tag="user", frozen=True):
@@ -83,6 +99,8 @@ def estimate_tokens(messages: list[Message], system: str = "") -> int:
                 chars += len(p.text)
             elif isinstance(p, ToolCallPart):
                 chars += len(p.name) + len(msgspec.json.encode(p.arguments))
+            elif isinstance(p, ReasoningPart):
+                chars += sum(map(len, p.summary)) + 400
             else:
                 chars += 400
     return max(1, chars // 4)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .client import Client
     from .permissions import Rules
     from .providers.base import ModelProvider
-    from .providers.models import ModelInfo
+    from .providers.models import ModelInfo, ServerLimits
     from .providers.resilient import Resilient, RetryPolicy
     from .session import Session
     from .store import Store
@@ -53,6 +53,7 @@ class Runtime:
         self._warming: asyncio.Future[None] | None = None
         self._store: Store | None = None
         self._providers: dict[str, ModelProvider] = {}
+        self._server_limits: dict[str, ServerLimits | None] = {}
         self._rules: dict[str, Rules] = {}
         self._tools: Toolset | None = None
         self._subagents: Subagents | None = None
@@ -104,10 +105,17 @@ class Runtime:
         return provider
 
     def model_info_for(self, model: str) -> ModelInfo:
+        """The table's facts, within what the model's server said (once asked: see
+        :meth:`learn_limits`), with the configuration's override on top."""
         from .providers import spec
 
         family, _, name = model.partition(":")
         info = spec(family).model_info(name)
+        limits = self._server_limits.get(model)
+        if limits is not None:
+            from .providers.models import with_server_limits
+
+            info = with_server_limits(info, limits)
         overrides = self.config.model_overrides
         override = overrides.get(model) or overrides.get(name)
         if override is not None:
@@ -130,6 +138,21 @@ class Runtime:
         less when the server said so in a context-length error."""
         window = self.model_info_for(session.model).context_window
         return min(window, session.window_limit) if session.window_limit else window
+
+    async def learn_limits(self, model: str) -> None:
+        """Ask the model's server for its limits, once per model (a compatible server's
+        window; the vendors' own APIs are not asked). Before the model's first turn, never
+        on the way to ``initialize``; bounded by the provider's short discovery timeout."""
+        from .providers.models import ReportsLimits
+
+        if model in self._server_limits:
+            return
+        provider = self.provider_for(model)
+        limits = await provider.server_limits() if isinstance(provider, ReportsLimits) else None
+        if limits is not None:
+            log.info("model limits from the server", model=model, window=limits.context_window,
+                     exact=limits.exact, source=limits.source)  # fmt: skip
+        self._server_limits[model] = limits
 
     async def rules_for(self, session: Session) -> Rules:
         """The project's remembered "always" answers (shared by its sessions, persisted)."""
@@ -211,6 +234,8 @@ class Runtime:
 
         async def notify(severity: str, title: str, description: str | None) -> None:
             await self.notify(session, severity, title, description)
+
+        await self.learn_limits(session.model)
 
         async def before_request() -> None:
             note = mode_note(session)  # the mode changed since the model was told

@@ -27,6 +27,7 @@ from .context import context_estimate
 from .conversation import (
     AssistantMessage,
     AssistantPart,
+    ReasoningPart,
     RedactedThinkingPart,
     TextPart,
     ThinkingPart,
@@ -40,6 +41,7 @@ from .providers.base import (
     Finished,
     ModelProvider,
     ModelRequest,
+    ReasoningItem,
     RedactedThinking,
     TextDelta,
     ThinkingDelta,
@@ -202,6 +204,8 @@ async def model_step(ctx: TurnContext) -> StepResult:
                 builder.sign(ev.signature)
             elif isinstance(ev, RedactedThinking):
                 builder.redacted(ev.data)
+            elif isinstance(ev, ReasoningItem):
+                builder.reasoning(ev)
             elif isinstance(ev, Finished):
                 reason = ev.reason
     except asyncio.CancelledError:
@@ -314,6 +318,11 @@ class _AssistantBuilder:
     def redacted(self, data: str) -> None:
         self._switch(None)
         self.parts.append(RedactedThinkingPart(data))
+
+    def reasoning(self, ev: ReasoningItem) -> None:
+        """An opaque reasoning item, kept in stream order (it precedes the calls it led to)."""
+        self._switch(None)
+        self.parts.append(ReasoningPart(ev.id, ev.encrypted_content, ev.summary, ev.source))
 
     def tool_call(self, ev: ToolCallReady) -> None:
         self._switch(None)

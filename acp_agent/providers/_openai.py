@@ -8,6 +8,7 @@ retries (``max_retries=0``); the turn engine does, using ``ProviderHTTPError.ret
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections.abc import AsyncIterator
@@ -26,6 +27,7 @@ from ..conversation import (
     UserPart,
 )
 from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
+from ._limits import DISCOVERY_TIMEOUT, discover, fit_output
 from ._sdk import Origin, failed, parse_tool_arguments, relay
 from ._wire import Chunk, Delta, EventStream, ToolCallFragment, Usage, openai_event
 from .base import (
@@ -42,6 +44,8 @@ from .base import (
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
+
+    from .models import ServerLimits
 
 _EMPTY_DELTA = Delta()
 
@@ -70,6 +74,7 @@ class OpenAIProvider:
         key_env: str | None = "OPENAI_API_KEY",
         vendor: str = "OpenAI",
         section: str = "openai",
+        discover_limits: bool = False,
     ) -> None:
         self.model = model
         self._api_key = api_key or None
@@ -80,6 +85,10 @@ class OpenAIProvider:
         self._headers = default_headers
         self._key_env = key_env
         self._client: AsyncOpenAI | None = None
+        self._discover = discover_limits and not self._official
+        self._limits: ServerLimits | None = None
+        self._asked: asyncio.Future[ServerLimits | None] | None = None
+        self.discovery_timeout = DISCOVERY_TIMEOUT
         self.origin = Origin(
             vendor,
             self.endpoint,
@@ -117,6 +126,26 @@ class OpenAIProvider:
             )
         return self._client
 
+    async def server_limits(self) -> ServerLimits | None:
+        """The model's limits as a compatible server reports them (asked once; see
+        :mod:`._limits`); from then on ``max_tokens`` stays within what the window leaves."""
+        if not self._discover or self._base_url is None:
+            return None
+        if self._asked is None:  # one question however many turns start at once
+            self._asked = asyncio.ensure_future(self._ask(self._base_url))
+        return await asyncio.shield(self._asked)
+
+    async def _ask(self, base_url: str) -> ServerLimits | None:
+        try:
+            client = self._ensure_client()
+        except ProviderError:
+            return None
+        self._limits = await discover(client, self.model, base_url, self.discovery_timeout)
+        return self._limits
+
+    def fit(self, request: ModelRequest) -> ModelRequest:
+        return fit_output(request, self._limits)
+
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
@@ -153,6 +182,8 @@ class OpenAIProvider:
             client = self._ensure_client()
         except ProviderError as exc:
             return failed(exc)
+
+        request = self.fit(request)
 
         async def open_stream() -> EventStream[Chunk]:
             params = self.request_params(request)

@@ -91,6 +91,91 @@ def openai_event(chunk: Chunk) -> Chunk | None:
     return chunk
 
 
+# --------------------------------------------------------------------------- OpenAI Responses
+
+
+class RSummary(msgspec.Struct):
+    text: str = ""
+
+
+class RItem(msgspec.Struct):
+    """An output item (``reasoning``, ``message``, ``function_call``...); only what we read."""
+
+    type: str = ""
+    id: str = ""
+    call_id: str = ""
+    name: str = ""
+    arguments: str | None = None
+    encrypted_content: str | None = None
+    summary: list[RSummary] | None = None
+
+
+class RInputDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
+class ROutputDetails(msgspec.Struct):
+    reasoning_tokens: int | None = None
+
+
+class RUsage(msgspec.Struct):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    input_tokens_details: RInputDetails | None = None
+    output_tokens_details: ROutputDetails | None = None
+
+
+class RIncomplete(msgspec.Struct):
+    reason: str | None = None
+
+
+class RResponse(msgspec.Struct):
+    status: str | None = None
+    usage: RUsage | None = None
+    incomplete_details: RIncomplete | None = None
+    error: dict[str, Any] | None = None
+
+
+class REvent(msgspec.Struct):
+    """One Responses stream event; ``type`` says which of the fields are set."""
+
+    type: str
+    delta: str | None = None
+    arguments: str | None = None
+    item_id: str = ""
+    output_index: int = 0
+    summary_index: int = 0
+    item: RItem | None = None
+    response: RResponse | None = None
+    code: str | None = None
+    message: str | None = None
+    error: dict[str, Any] | None = None
+
+
+_RESPONSES_ERROR_STATUS = {
+    "rate_limit_exceeded": 429,
+    "context_length_exceeded": 400,
+    "invalid_prompt": 400,
+    "invalid_request_error": 400,
+}
+
+
+def responses_event(event: REvent) -> REvent | None:
+    """In-stream failures (an ``error`` event, ``response.failed``) become HTTP errors with
+    the status their code implies (a rate limit is retryable, an invalid prompt is not)."""
+    if event.type == "error" or event.type == "response.failed":
+        error: dict[str, Any] = {}
+        if event.type == "error":
+            error = event.error or {"code": event.code, "message": event.message}
+        elif event.response is not None:
+            error = event.response.error or {}
+        code = str(error.get("code") or error.get("type") or "server_error")
+        message = str(error.get("message") or code)
+        status = _RESPONSES_ERROR_STATUS.get(code, 500)
+        raise ProviderHTTPError(f"the stream reported {code}: {message}", status, str(error))
+    return event
+
+
 # --------------------------------------------------------------------------- Anthropic
 
 

@@ -55,6 +55,17 @@ class RedactedThinking(msgspec.Struct, tag_field="event", tag="redacted_thinking
     data: str
 
 
+class ReasoningItem(msgspec.Struct, tag_field="event", tag="reasoning_item", frozen=True):
+    """A reasoning model's opaque reasoning item, complete (OpenAI Responses): kept in history
+    as a :class:`~acp_agent.conversation.ReasoningPart` and sent back with the turn's tool
+    results. ``source`` is the provider's name; only that provider reads it back."""
+
+    id: str
+    encrypted_content: str
+    summary: list[str] = []
+    source: str = ""
+
+
 class ToolCallStarted(msgspec.Struct, tag_field="event", tag="tool_call_started", frozen=True):
     """Early notice that the model began a tool call (arguments still streaming)."""
 
@@ -94,6 +105,7 @@ StreamEvent: TypeAlias = (
     | ThinkingDelta
     | ThinkingSignature
     | RedactedThinking
+    | ReasoningItem
     | ToolCallStarted
     | ToolCallReady
     | UsageReport

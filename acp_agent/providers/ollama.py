@@ -16,5 +16,6 @@ SPEC = ProviderSpec(
     model_info=OPENAI.model_info,
     base_url_env="OLLAMA_BASE_URL",
     default_base_url="http://127.0.0.1:11434/v1",
+    apis=OPENAI.apis,
     warm=OPENAI.warm,
 )

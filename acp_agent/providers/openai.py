@@ -1,7 +1,15 @@
-"""OpenAI, and any OpenAI-compatible server by base URL (``--model openai:<model>``)."""
+"""OpenAI, and any OpenAI-compatible server by base URL (``--model openai:<model>``).
+
+Two wire APIs: the Responses API for OpenAI's reasoning models (o-series, GPT-5 except its
+``-chat`` variants, codex) on OpenAI's own endpoint, so their reasoning survives tool calls;
+Chat Completions for every other model and every compatible server (vLLM, Ollama, llama.cpp,
+LM Studio, OpenRouter). ``[<family>] api = "responses" | "chat-completions"`` overrides the
+automatic choice (``"auto"``).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from .registry import Endpoint, ProviderSpec
@@ -11,12 +19,40 @@ if TYPE_CHECKING:
     from .base import ModelProvider
     from .models import ModelInfo
 
+# o1, o3, o4-mini..., gpt-5, gpt-5.1-codex... but not gpt-5-chat-latest; codex-mini-latest
+_REASONING = re.compile(r"^(o\d|gpt-5(?!.*-chat)|codex-)")
 
-def build_compatible(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
-    """An OpenAI Chat Completions provider at ``endpoint`` (presets reuse this)."""
+
+def is_reasoning_model(model: str) -> bool:
+    """An OpenAI reasoning model (it has reasoning items and takes a reasoning effort)."""
+    return _REASONING.match(model.lower().rsplit("/", 1)[-1]) is not None
+
+
+def is_official(base_url: str | None) -> bool:
+    return base_url is None or "api.openai.com" in base_url
+
+
+def wire_api(model: str, endpoint: Endpoint, config: Config) -> str:
+    """``"responses"`` or ``"chat-completions"``: the configured one, else by model and
+    endpoint (the Responses API for OpenAI's reasoning models at OpenAI)."""
+    api = config.provider_settings(endpoint.family).api
+    if api != "auto":
+        return api
+    official = is_official(endpoint.base_url)
+    return "responses" if official and is_reasoning_model(model) else "chat-completions"
+
+
+def build_compatible(
+    model: str, endpoint: Endpoint, config: Config, *, discover: bool = True
+) -> ModelProvider:
+    """A provider at ``endpoint`` speaking the API :func:`wire_api` picks (presets reuse
+    this). ``discover``: ask a compatible server for the model's limits (not OpenRouter:
+    its list of every model is large, and its models are in the table)."""
     from ._openai import OpenAIProvider
+    from ._responses import ResponsesProvider
 
-    return OpenAIProvider(
+    kind = ResponsesProvider if wire_api(model, endpoint, config) == "responses" else OpenAIProvider
+    return kind(
         model,
         api_key=endpoint.api_key,
         base_url=endpoint.base_url,
@@ -26,6 +62,7 @@ def build_compatible(model: str, endpoint: Endpoint, config: Config) -> ModelPro
         key_env=endpoint.key_env,
         vendor=endpoint.title,
         section=endpoint.family,
+        discover_limits=discover,
     )
 
 
@@ -43,5 +80,6 @@ SPEC = ProviderSpec(
     key_envs=("OPENAI_API_KEY",),
     base_url_env="OPENAI_BASE_URL",
     keyless_with_base_url=True,
-    warm=("openai", "acp_agent.providers._openai"),
+    apis=("responses", "chat-completions"),
+    warm=("openai", "acp_agent.providers._openai", "acp_agent.providers._responses"),
 )

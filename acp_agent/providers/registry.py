@@ -74,6 +74,8 @@ class ProviderSpec(msgspec.Struct, frozen=True, kw_only=True):
     """Reached over the network (takes ``--base-url``)."""
     needs_model: bool = True
     """``<family>:<model>``: a model name is required."""
+    apis: tuple[str, ...] = ()
+    """Wire APIs ``api`` in the family's section may pick (beside ``"auto"``)."""
     warm: tuple[str, ...] = ()
     """Modules to import ahead of the first prompt (the SDK and the implementation)."""
 

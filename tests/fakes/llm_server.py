@@ -2,8 +2,16 @@
 
 A real HTTP/1.1 server (asyncio streams, ephemeral port, chunked SSE bodies) so the real
 SDKs run their whole stack against it. ``POST .../chat/completions`` answers in the OpenAI
-Chat Completions SSE format, ``POST .../messages`` in the Anthropic Messages format
-(the steps and their rendering live in :mod:`tests.fakes.llm_wire`).
+Chat Completions SSE format, ``POST .../responses`` in the OpenAI Responses format (after
+the checks of :mod:`tests.fakes.llm_responses`: a request the real API refuses is refused
+with its error, and the scripted reply stays queued), ``POST .../messages`` in the Anthropic
+Messages format (the steps and their rendering live in :mod:`tests.fakes.llm_wire`).
+
+What a compatible server says about its models: ``GET .../models`` lists ``models`` (vLLM's
+shape, e.g. ``{"id": "qwen", "max_model_len": 8192}``; 404 while ``None``; a ``Hang`` or an
+``HttpError`` answers as such), ``POST /api/show`` answers from ``ollama`` (Ollama's shape).
+These requests go to ``model_requests``, never take a scripted reply, and are not in
+``requests``.
 
 Tests enqueue one response per expected request and read back what the client sent::
 
@@ -48,11 +56,13 @@ from typing import Any, TypeAlias
 
 from .api_rules import violation
 from .llm_billing import Bill, Billing, cache_control_error
+from .llm_responses import ResponsesState, check
 from .llm_wire import (
     KEEPALIVE,
     Finish,
     Malformed,
     Raw,
+    Reasoning,
     Redacted,
     Refusal,
     Step,
@@ -62,6 +72,7 @@ from .llm_wire import (
     Usage,
     anthropic_events,
     openai_events,
+    responses_events,
 )
 
 __all__ = [  # the steps are re-exported: tests import everything from here
@@ -75,6 +86,7 @@ __all__ = [  # the steps are re-exported: tests import everything from here
     "HttpError",
     "Malformed",
     "Raw",
+    "Reasoning",
     "RecordedRequest",
     "Redacted",
     "Refusal",
@@ -150,7 +162,14 @@ class Frames:
     content_type: str = "text/event-stream"
 
 
-Response: TypeAlias = Reply | HttpError | Hang | Burst | Frames
+@dataclass(frozen=True)
+class _Json:
+    """A 200 JSON answer (model listings)."""
+
+    body: Any
+
+
+Response: TypeAlias = Reply | HttpError | Hang | Burst | Frames | _Json
 
 
 @dataclass
@@ -195,6 +214,10 @@ class FakeLLMServer:
         self.default = default or HttpError(500, {"error": {"message": "no scripted response"}})
         self.billing = Billing() if billing else None
         self.requests: list[RecordedRequest] = []
+        self.model_requests: list[RecordedRequest] = []  # GET /models, POST /api/show
+        self.models: list[dict[str, Any]] | HttpError | Hang | None = None
+        self.ollama: dict[str, dict[str, Any]] = {}  # model name -> /api/show answer
+        self.responses = ResponsesState()
         self.record = record  # keep every request in ``requests`` (off for long benchmarks)
         self.port = sock.getsockname()[1] if sock is not None else port
         self._sock = sock
@@ -253,13 +276,22 @@ class FakeLLMServer:
         self._conns[task] = writer
         try:
             while (req := await _read_request(reader)) is not None:
-                if self.record:
-                    self.requests.append(req)
-                resp = self._rejected(req)
-                if resp is None and self.responder is not None:
-                    resp = self.responder(req)
-                if resp is None:
-                    resp = self._queue.popleft() if self._queue else self.default
+                path = req.path.split("?", 1)[0]
+                if path.endswith(("/models", "/api/show")):
+                    self.model_requests.append(req)
+                    resp: Response | None = self._model_facts(req, path)
+                else:
+                    if self.record:
+                        self.requests.append(req)
+                    resp = self._rejected(req)
+                    if resp is None and path.endswith("/responses"):
+                        refused = check(req.body, self.responses)
+                        if refused is not None:  # the script stays for a request it takes
+                            resp = HttpError(refused[0], refused[1], {"x-request-id": "req_fake"})
+                    if resp is None and self.responder is not None:
+                        resp = self.responder(req)
+                    if resp is None:
+                        resp = self._queue.popleft() if self._queue else self.default
                 if not await self._respond(req, resp, reader, writer):
                     break
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -289,7 +321,10 @@ class FakeLLMServer:
         """Answer one request; False when the connection must not be reused."""
         path = req.path.split("?", 1)[0]
         vendor = "openai" if path.endswith("/chat/completions") else "anthropic"
-        if not path.endswith(("/chat/completions", "/messages")):
+        if path.endswith("/responses"):
+            vendor = "responses"
+        routes = ("/chat/completions", "/messages", "/responses", "/models", "/api/show")
+        if not path.endswith(routes):
             resp = HttpError(404, {"error": {"message": f"no route {path}"}})
         model = str(req.body.get("model", "")) if isinstance(req.body, dict) else ""
         if isinstance(req.body, dict):
@@ -297,13 +332,14 @@ class FakeLLMServer:
                 resp = anthropic_error(400, "invalid_request_error", problem)
             elif self.billing is not None and isinstance(resp, Reply):
                 resp = _billed(resp, vendor, req.body, self.billing.bill(vendor, req.body))
-        if isinstance(resp, HttpError):
+        if isinstance(resp, HttpError | _Json):
+            status = resp.status if isinstance(resp, HttpError) else 200
             body = json.dumps(resp.body or {}).encode()
-            head = f"HTTP/1.1 {resp.status} {_phrase(resp.status)}\r\n"
+            head = f"HTTP/1.1 {status} {_phrase(status)}\r\n"
             headers = {
                 "content-type": "application/json",
                 "content-length": str(len(body)),
-                **resp.headers,
+                **(resp.headers if isinstance(resp, HttpError) else {}),
             }
             head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
             writer.write(head.encode() + body)
@@ -321,11 +357,7 @@ class FakeLLMServer:
             writer.write(head + b"".join(map(_chunk, resp.frames)) + b"0\r\n\r\n")
             await writer.drain()
             return True
-        events = (
-            openai_events(resp.steps, model, resp.done)
-            if vendor == "openai"
-            else anthropic_events(resp.steps, model)
-        )
+        events = self._events(vendor, resp.steps, model, req.body, resp.done)
         writer.write(_SSE_HEAD)
         for i, event in enumerate([*events, None]):
             if i == resp.disconnect_after:
@@ -352,16 +384,36 @@ class FakeLLMServer:
         await writer.drain()
         return True
 
+    def _events(
+        self, vendor: str, steps: list[Step], model: str, body: Any, done: bool = True
+    ) -> list[bytes]:
+        if vendor == "openai":
+            return openai_events(steps, model, done)
+        if vendor == "responses":
+            return responses_events(steps, model, self.responses.issuer(body))
+        return anthropic_events(steps, model)
+
+    def _model_facts(self, req: RecordedRequest, path: str) -> Response:
+        """A compatible server's word on its models (vLLM's list, Ollama's /api/show)."""
+        if path.endswith("/models"):
+            if self.models is None:
+                return HttpError(404, {"detail": "Not Found"})
+            if not isinstance(self.models, list):
+                return self.models
+            return _Json({"object": "list", "data": [
+                {"object": "model", "created": 0, "owned_by": "vllm", **m} for m in self.models]})
+        name = str(req.body.get("model", "")) if isinstance(req.body, dict) else ""
+        found = self.ollama.get(name) or self.ollama.get(f"{name}:latest")
+        if found is None:
+            return HttpError(404, {"error": f"model '{name}' not found"})
+        return _Json(found)
+
     def _burst(self, vendor: str, model: str, burst: Burst) -> bytes:
         key = (vendor, burst.n, burst.text, model, burst.per_event)
         if key not in self._burst_cache:
             steps: list[Step] = [Text(burst.text)] * burst.n
             steps += [Finish("stop"), Usage(burst.n, burst.n)]
-            events = (
-                openai_events(steps, model)
-                if vendor == "openai"
-                else anthropic_events(steps, model)
-            )
+            events = self._events(vendor, steps, model, {})
             frames = map(_chunk, events) if burst.per_event else [_chunk(b"".join(events))]
             self._burst_cache[key] = _SSE_HEAD + b"".join(frames) + b"0\r\n\r\n"
         return self._burst_cache[key]

@@ -1,15 +1,15 @@
-"""Script steps for the fake model server and their rendering into the two SSE formats.
+"""Script steps for the fake model server and their rendering into the vendors' SSE formats.
 
-A step is vendor-neutral (``Text``, ``ToolCall``, ``Finish``...); :func:`openai_events` and
-:func:`anthropic_events` turn a list of steps into the SSE events each vendor would send,
-one ``bytes`` value per event.
+A step is vendor-neutral (``Text``, ``ToolCall``, ``Finish``...); :func:`openai_events`
+(Chat Completions), :func:`responses_events` (OpenAI Responses) and :func:`anthropic_events`
+turn a list of steps into the SSE events each would send, one ``bytes`` value per event.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 # --------------------------------------------------------------------------- script steps
 
@@ -27,6 +27,15 @@ class Thinking:
     text: str
     signature: str | None = None
     field: str = "reasoning_content"
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """OpenAI Responses: a reasoning item whose summary comes in ``summary`` parts (one
+    delta each). Consecutive :class:`Thinking` steps are one item with one summary part.
+    Other formats leave it out."""
+
+    summary: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,10 +89,13 @@ class Malformed:
     data: str = '{"choices": [{"delta": {"content": "trunc'
 
 
-Step: TypeAlias = Text | Thinking | Redacted | Refusal | ToolCall | Usage | Finish | Raw | Malformed
+Step: TypeAlias = (
+    Text | Thinking | Reasoning | Redacted | Refusal | ToolCall | Usage | Finish | Raw | Malformed
+)
 
 KEEPALIVE = {
     "openai": b": keep-alive\n\n",  # an SSE comment (OpenRouter, proxies)
+    "responses": b": keep-alive\n\n",
     "anthropic": b'event: ping\ndata: {"type": "ping"}\n\n',  # the Messages API's own
 }
 """What each vendor sends to keep a quiet stream open: never an event of the answer."""
@@ -238,4 +250,178 @@ def anthropic_events(steps: list[Step], model: str) -> list[bytes]:
             out.append(_sse(step.data, step.event or step.data.get("type")))
         elif isinstance(step, Malformed):
             out.append(f"event: content_block_delta\ndata: {step.data}\n\n".encode())
+    return out
+
+
+# --------------------------------------------------------------------------- OpenAI Responses
+
+
+class Issuer(Protocol):
+    """Where a Responses answer gets its item ids and encrypted reasoning (the server's
+    memory of what it issued: ``tests.fakes.llm_responses.ResponsesState``)."""
+
+    def new_id(self, prefix: str) -> str: ...
+
+    def seal(self, reasoning_id: str) -> str | None:
+        """The item's encrypted content, or ``None`` when the request did not ask for it."""
+        ...
+
+    def followed(self, reasoning_id: str, item_id: str) -> None:
+        """``item_id`` is the output item that came right after the reasoning item."""
+        ...
+
+
+_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+def responses_events(steps: list[Step], model: str, issuer: Issuer) -> list[bytes]:
+    """The Responses stream: ``response.created``, output items (reasoning with summary
+    parts, messages with text or refusal parts, function calls with argument deltas), then
+    ``Finish``: ``stop``/``tool_calls`` -> ``response.completed``, ``length`` and
+    ``content_filter`` -> ``response.incomplete``, anything else -> ``response.failed`` with
+    that error code."""
+    out: list[bytes] = []
+    response: dict[str, Any] = {"id": issuer.new_id("resp"), "object": "response",
+                                "created_at": 0, "model": model, "status": "in_progress",
+                                "output": []}  # fmt: skip
+    done: list[dict[str, Any]] = []
+    usage = next((s for s in steps if isinstance(s, Usage)), Usage(0, 0))
+    item: dict[str, Any] | None = None  # the open reasoning or message item
+    part: dict[str, Any] | None = None  # its open summary or content part
+    after_reasoning: str | None = None  # a reasoning item's id, until the next item opens
+
+    def emit(kind: str, **data: Any) -> None:
+        out.append(_sse({"type": kind, "sequence_number": len(out), **data}, kind))
+
+    def where() -> dict[str, Any]:
+        assert item is not None
+        return {"item_id": item["id"], "output_index": len(done)}
+
+    def open_item(new: dict[str, Any]) -> None:
+        nonlocal item, after_reasoning
+        close_item()
+        if after_reasoning is not None:
+            issuer.followed(after_reasoning, new["id"])
+            after_reasoning = None
+        item = new
+        emit("response.output_item.added", output_index=len(done), item=new)
+
+    def close_part() -> None:
+        nonlocal part
+        if item is None or part is None:
+            return
+        if item["type"] == "reasoning":
+            index = {"summary_index": len(item["summary"])}
+            emit("response.reasoning_summary_text.done", **where(), **index, text=part["text"])
+            emit("response.reasoning_summary_part.done", **where(), **index, part=part)
+            item["summary"].append(part)
+        else:
+            index = {"content_index": len(item["content"])}
+            if part["type"] == "output_text":
+                emit("response.output_text.done", **where(), **index, text=part["text"])
+            else:
+                emit("response.refusal.done", **where(), **index, refusal=part["refusal"])
+            emit("response.content_part.done", **where(), **index, part=part)
+            item["content"].append(part)
+        part = None
+
+    def close_item() -> None:
+        nonlocal item, after_reasoning
+        if item is None:
+            return
+        close_part()
+        finished = {**item, "status": "completed"}
+        if item["type"] == "reasoning":
+            finished.pop("status")
+            sealed = issuer.seal(item["id"])
+            if sealed is not None:
+                finished["encrypted_content"] = sealed
+            after_reasoning = item["id"]
+        emit("response.output_item.done", output_index=len(done), item=finished)
+        done.append(finished)
+        item = None
+
+    def open_part(kind: str, new: dict[str, Any]) -> None:
+        nonlocal part
+        close_part()
+        part = new
+        assert item is not None
+        key = "summary" if kind == "reasoning" else "content"
+        index = {"summary_index" if kind == "reasoning" else "content_index": len(item[key])}
+        added = "response.reasoning_summary_part.added" if kind == "reasoning" else (
+            "response.content_part.added")  # fmt: skip
+        emit(added, **where(), **index, part={**new})
+
+    def summary_delta(text: str, new_part: bool) -> None:
+        if item is None or item["type"] != "reasoning":
+            open_item({"id": issuer.new_id("rs"), "type": "reasoning", "summary": []})
+            new_part = True
+        if new_part or part is None:
+            open_part("reasoning", {"type": "summary_text", "text": ""})
+        assert item is not None and part is not None
+        part["text"] += text
+        emit("response.reasoning_summary_text.delta", **where(),
+             summary_index=len(item["summary"]), delta=text)  # fmt: skip
+
+    def message_delta(text: str, kind: str) -> None:
+        if item is None or item["type"] != "message":
+            open_item({"id": issuer.new_id("msg"), "type": "message", "status": "in_progress",
+                       "role": "assistant", "content": []})  # fmt: skip
+        field = "text" if kind == "output_text" else "refusal"
+        if part is None or part["type"] != kind:
+            extra = {"annotations": []} if kind == "output_text" else {}
+            open_part("message", {"type": kind, field: "", **extra})
+        assert item is not None and part is not None
+        part[field] += text
+        emit(f"response.{kind}.delta", **where(), content_index=len(item["content"]), delta=text)
+
+    emit("response.created", response=response)
+    emit("response.in_progress", response=response)
+    for step in steps:
+        if isinstance(step, Thinking):
+            summary_delta(step.text, new_part=False)
+        elif isinstance(step, Reasoning):
+            close_item()
+            for i, text in enumerate(step.summary):
+                summary_delta(text, new_part=i > 0)
+            if not step.summary:
+                open_item({"id": issuer.new_id("rs"), "type": "reasoning", "summary": []})
+            close_item()
+        elif isinstance(step, Text):
+            message_delta(step.text, "output_text")
+        elif isinstance(step, Refusal):
+            message_delta(step.text, "refusal")
+        elif isinstance(step, ToolCall):
+            call = {"id": issuer.new_id("fc"), "type": "function_call", "status": "in_progress",
+                    "arguments": "", "call_id": step.call_id, "name": step.name}  # fmt: skip
+            open_item(call)
+            at = {"item_id": call["id"], "output_index": len(done)}
+            for piece in _pieces(step.arguments, step.pieces):
+                emit("response.function_call_arguments.delta", **at, delta=piece)
+            emit("response.function_call_arguments.done", **at, arguments=step.arguments)
+            call["arguments"] = step.arguments
+            close_item()
+        elif isinstance(step, Finish):
+            close_item()
+            tokens = {
+                "input_tokens": usage.input,
+                "input_tokens_details": {"cached_tokens": usage.cached},
+                "output_tokens": usage.output,
+                "output_tokens_details": {"reasoning_tokens": usage.reasoning},
+                "total_tokens": usage.input + usage.output,
+            }
+            final = {**response, "output": done, "usage": tokens}
+            if step.reason in ("stop", "tool_calls"):
+                emit("response.completed", response={**final, "status": "completed"})
+            elif step.reason in _INCOMPLETE:
+                details = {"reason": _INCOMPLETE[step.reason]}
+                emit("response.incomplete", response={**final, "status": "incomplete",
+                                                      "incomplete_details": details})  # fmt: skip
+            else:
+                error = {"code": step.reason, "message": f"The response failed ({step.reason})."}
+                emit("response.failed", response={**final, "status": "failed", "error": error})
+        elif isinstance(step, Raw):
+            out.append(_sse(step.data, step.event or step.data.get("type")))
+        elif isinstance(step, Malformed):
+            out.append(f"data: {step.data}\n\n".encode())
     return out
