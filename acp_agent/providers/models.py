@@ -84,6 +84,11 @@ def _m(
 _GPT41 = 1_047_576
 _GPT54 = 1_050_000
 _OPUS_4_0 = _m(200_000, 32_000, (15.0, 75.0, 1.5, 18.75), thinking=True)
+def _no_cache_discount(info: ModelInfo) -> ModelInfo:
+    """A model whose cached input costs the full price (no cached price: input applies)."""
+    return msgspec.structs.replace(info, cached_input_price=None)
+
+
 _OPUS_4_5 = (5.0, 25.0, 0.5, 6.25)
 _SONNET = _m(200_000, 64_000, (3.0, 15.0, 0.3, 3.75), thinking=True)
 _SONNET_4_6 = (3.0, 15.0, 0.3, 3.75)
@@ -114,7 +119,7 @@ _TABLE: list[tuple[str, ModelInfo]] = [
     ("gpt-5.2-chat", _m(128_000, 16_384, (1.75, 14.0, 0.175))),
     ("gpt-5.1-chat", _m(128_000, 16_384, (1.25, 10.0, 0.125))),
     ("gpt-5-chat", _m(128_000, 16_384, (1.25, 10.0, 0.125))),
-    ("gpt-5.5-pro", _m(_GPT54, 128_000, (30.0, 180.0, 30.0))),
+    ("gpt-5.5-pro", _no_cache_discount(_m(_GPT54, 128_000, (30.0, 180.0, 30.0)))),
     ("gpt-5.5", _m(_GPT54, 128_000, (5.0, 30.0, 0.50), thinking=True)),
     ("gpt-5.4-pro", _unpriced(_GPT54, 128_000, thinking=False)),
     ("gpt-5.4-mini", _m(400_000, 128_000, (0.75, 4.50, 0.075), thinking=True)),
@@ -141,7 +146,7 @@ _TABLE: list[tuple[str, ModelInfo]] = [
     ("gpt-5", _m(400_000, 128_000, (1.25, 10.0, 0.125), thinking=True)),  # and gpt-5-codex
     ("o4-mini", _m(200_000, 100_000, (1.10, 4.40, 0.275), thinking=True)),
     ("o3-mini", _m(200_000, 100_000, (1.10, 4.40, 0.55), images=False, thinking=True)),
-    ("o3-pro", _m(200_000, 100_000, (20.0, 80.0, 20.0))),
+    ("o3-pro", _no_cache_discount(_m(200_000, 100_000, (20.0, 80.0, 20.0)))),
     ("o3", _m(200_000, 100_000, (2.0, 8.0, 0.50), thinking=True)),
     ("o1", _m(200_000, 100_000, (15.0, 60.0, 7.50), thinking=True)),
     ("claude-opus-4-0", _OPUS_4_0),
@@ -157,7 +162,7 @@ _TABLE: list[tuple[str, ModelInfo]] = [
     ("claude-sonnet-4", _m(200_000, 64_000, _SONNET_4_6)),  # a later 4.x: no manual thinking
     ("claude-haiku-4-5", _m(200_000, 64_000, (1.0, 5.0, 0.1, 1.25), thinking=True)),
     ("claude-sonnet-5", _m(1_000_000, 128_000, (2.0, 10.0, 0.2, 2.5))),  # 5, 5.5: adaptive
-    ("claude-opus-5-5", _m(1_000_000, 128_000, (4.0, 20.0, 4.0))),
+    ("claude-opus-5-5", _m(1_000_000, 128_000, (4.0, 20.0, 0.4, 5.0))),  # cache: 0.1x / 1.25x
     ("claude-opus-5", _m(1_000_000, 128_000, _OPUS_4_5)),
     ("claude-haiku-5", _unpriced(1_000_000, 128_000, thinking=False)),
     ("claude-fable-5", _unpriced(1_000_000, 128_000, thinking=False)),

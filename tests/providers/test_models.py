@@ -44,7 +44,7 @@ def _no_env(monkeypatch: pytest.MonkeyPatch) -> None:
         ("openai", "gpt-5.7-chat-latest", 128_000, 16_384, (None, None, None), False),
         ("openai", "o3", 200_000, 100_000, (2.0, 8.0, 0.50), True),
         # -pro: the model's own effort (gpt-5-pro takes "high" only)
-        ("openai", "o3-pro", 200_000, 100_000, (20.0, 80.0, 20.0), False),
+        ("openai", "o3-pro", 200_000, 100_000, (20.0, 80.0, None), False),  # no cache discount
         ("openai", "gpt-5-pro", 400_000, 272_000, (15.0, 120.0, None), False),
         ("openai", "gpt-5.2-pro", 400_000, 128_000, (None, None, None), False),
         ("openai", "o4-mini", 200_000, 100_000, (1.10, 4.40, 0.275), True),
