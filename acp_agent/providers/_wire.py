@@ -29,7 +29,6 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Generic, TypeVar
 
 import msgspec
-from httpx_sse import EventSource, SSEError
 
 from ..errors import ProviderHTTPError, ProviderStreamError
 
@@ -233,9 +232,17 @@ def anthropic_event(event: AEvent) -> AEvent | None:
 
 # --------------------------------------------------------------------------- SSE
 
+_BOM = b"\xef\xbb\xbf"
+
 
 class EventStream(Generic[E]):
     """An SDK raw streaming response, iterated as decoded events.
+
+    The response body is split into SSE events as the WHATWG spec says (lines end with
+    CRLF, LF or CR; ``:`` comments; ``data`` lines joined by newlines; other fields
+    ignored; an event ends at a blank line, an unfinished one at the end of the stream is
+    dropped), from the bytes as they arrive, and each ``data`` payload goes to msgspec as
+    bytes: no text decoding, no line strings, no event objects in between.
 
     ``check`` sees every decoded event: it raises for in-stream errors and returns
     ``None`` for events to skip. A provider error raised here after output has started
@@ -261,24 +268,61 @@ class EventStream(Generic[E]):
     def __aiter__(self) -> AsyncIterator[E]:
         return self._events()
 
-    async def _events(self) -> AsyncIterator[E]:
-        # the SDKs' response wraps an httpx2 one, which httpx-sse reads like an httpx one
-        source = EventSource(self._response.http_response)
-        try:
-            async for sse in source.aiter_sse():
-                if sse.data:  # comments, ids and retry hints alone carry nothing
-                    event = self._decode(sse.data)
-                    if event is not None:
-                        yield event
-        except SSEError as exc:  # only raised before the first event: not an event stream
-            raise ProviderStreamError(f"the server did not send an event stream: {exc}") from None
+    def _body(self) -> AsyncIterator[bytes]:
+        """The body's bytes as they arrive (the SDKs' response wraps an httpx2 one)."""
+        response = self._response.http_response
+        kind = response.headers.get("content-type", "").partition(";")[0].strip()
+        if kind != "text/event-stream":
+            raise ProviderStreamError(
+                f"the server did not send an event stream (Content-Type {kind!r})"
+            )
+        coding = response.headers.get("content-encoding", "identity").lower()
+        raw: AsyncIterator[bytes] = (
+            response.aiter_raw() if coding in ("", "identity") else response.aiter_bytes()
+        )
+        return raw
 
-    def _decode(self, payload: str) -> E | None:
-        if payload.startswith("[DONE]"):
+    async def _events(self) -> AsyncIterator[E]:
+        decode = self._decode
+        data: list[bytes] = []  # the data lines of the event being read
+        rest = b""  # the unfinished line
+        first = True
+        async for chunk in self._body():
+            if first:
+                first, chunk = False, chunk.removeprefix(_BOM)
+            if rest:
+                chunk, rest = rest + chunk, b""
+            if b"\r" in chunk:
+                if chunk.endswith(b"\r"):  # maybe half of a CRLF: wait for the next byte
+                    rest, chunk = b"\r", chunk[:-1]
+                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            lines = chunk.split(b"\n")
+            rest = lines.pop() + rest
+            for line in lines:
+                if line:
+                    if line.startswith(b"data"):
+                        if line[4:5] == b":":
+                            data.append(line[6:] if line[5:6] == b" " else line[5:])
+                        elif len(line) == 4:
+                            data.append(b"")
+                    continue  # comments, event names, ids, retry hints
+                if data:
+                    payload = data[0] if len(data) == 1 else b"\n".join(data)
+                    data.clear()
+                    if payload and (event := decode(payload)) is not None:
+                        yield event
+
+    def _decode(self, payload: bytes | str) -> E | None:
+        if isinstance(payload, bytes):
+            if payload.startswith(b"[DONE]"):
+                return None
+        elif payload.startswith("[DONE]"):
             return None
         try:
             event = self._decoder.decode(payload)
         except msgspec.DecodeError as exc:
+            if isinstance(payload, bytes):  # invalid UTF-8 reads as U+FFFD, as text would
+                return self._decode(payload.decode("utf-8", "replace"))
             raise ProviderStreamError(
                 f"the server sent an invalid stream event ({exc}): {payload[:120]}"
             ) from None
