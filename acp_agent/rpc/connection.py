@@ -134,6 +134,10 @@ class _InFlight:
         self.cancel_requested = False
 
 
+Merge = Callable[[Any, Any], Any]
+"""``(held params, new params) -> merged params``, or ``None`` when they do not merge."""
+
+
 class Connection:
     def __init__(
         self,
@@ -153,6 +157,12 @@ class Connection:
         self._sent = 0
         self._closing = False  # close() has begun: new outgoing requests fail at once
         self._closed = False
+        self.coalesce: dict[str, Merge] = {}
+        """Notifications that may be merged (by method): one sent while another of its
+        method waits to be written in the same loop turn is merged into it when
+        ``merge`` says they merge; the held one leaves when the loop turns, or before
+        anything else is written. Nothing waits longer than the code that wrote it."""
+        self._held: tuple[str, Any] | None = None
 
     # ------------------------------------------------------------------ serving
 
@@ -177,6 +187,7 @@ class Connection:
         tasks = [t for t in self._tasks if not t.done()]
         if tasks and grace > 0:
             await asyncio.wait(tasks, timeout=grace)
+        self._release()
         self._closed = True
         tasks = [t for t in self._tasks if not t.done()]
         for t in tasks:
@@ -326,6 +337,8 @@ class Connection:
     def _send(self, message: Any) -> None:
         if self._closed and not isinstance(message, (_Result, _Error)):
             return
+        if self._held is not None:
+            self._release()
         self._writer.write_line(self._encoder.encode(message) + b"\n")
 
     def _send_error(self, request_id: RequestId, exc: AcpError) -> None:
@@ -338,11 +351,33 @@ class Connection:
         waits on I/O (a fast model, a replay) cannot starve ``session/cancel``."""
         if self._closed:
             return
-        self._writer.write_line(self._encoder.encode(_Notification("2.0", method, params)) + b"\n")
+        held = self._held
+        if held is not None and held[0] == method:
+            merged = self.coalesce[method](held[1], params)
+            if merged is not None:
+                self._held = (method, merged)
+        else:
+            merged = None
+        if merged is None:
+            if held is not None:
+                self._release()
+            if method in self.coalesce:
+                self._held = (method, params)
+                asyncio.get_running_loop().call_soon(self._release)
+            else:
+                line = self._encoder.encode(_Notification("2.0", method, params)) + b"\n"
+                self._writer.write_line(line)
         self._sent += 1
         if not self._sent & 31:
             await asyncio.sleep(0)
         await self._writer.drain()
+
+    def _release(self) -> None:
+        """Write the held notification, if any."""
+        held, self._held = self._held, None
+        if held is not None:
+            line = self._encoder.encode(_Notification("2.0", held[0], held[1])) + b"\n"
+            self._writer.write_line(line)
 
     async def request(self, method: str, params: Any, result_type: type[R]) -> R:
         """Send a request and wait for its result; a cancel of the waiter is passed on to
