@@ -1,43 +1,125 @@
 """The process edge: wires stdio, the connection and the agent together, runs until
 stdin closes, and warms what the first prompt will need.
 
-Warm-up happens here, not in a registry that happens to be imported early: after the
-first session response (never during ``initialize`` or ``session/new``), a worker thread
-imports the turn engine, the tools and the configured model's provider and SDK.
+Warm-up happens here, not in a registry that happens to be imported early: once the
+``initialize`` reply is written (or, for a client that never sends ``initialize``, after
+the first session response), a worker thread imports the turn engine, the tools and the
+configured model's provider and SDK, and the provider readies its first request
+(``Runtime.warm_up``). No other model's SDK is imported; no request reaches the model's
+server before the first prompt. While the thread imports, the interpreter switches
+threads every :data:`WARM_SWITCH_INTERVAL` seconds rather than 5 ms, so the event loop
+answers ``session/new`` as fast as ever.
+
+``ACP_AGENT_COALESCE_CHUNKS=1`` lets the connection merge the text of message and thought
+chunks of one message that are sent within one turn of the event loop (all that one read
+from the model brought) into one ``session/update``: fewer, longer lines for clients that
+pay per message; the first chunk of a burst waits for nothing (see :func:`merge_chunks`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
 
 from .agent import Agent
 from .client import ClientProxy
 from .config import Config
-from .rpc.connection import Connection
+from .protocol import UNSET
+from .protocol import types as t
+from .rpc.connection import Connection, Route
 from .rpc.framing import open_stdio
 
-#: What every first prompt needs, whatever the model.
-WARM_MODULES = ("acp_agent.turn", "acp_agent.toolcall", "acp_agent.tools", "acp_agent.subagents")
+COALESCE_ENV = "ACP_AGENT_COALESCE_CHUNKS"
+WARM_SWITCH_INTERVAL = 0.0005
+
+#: What ``session/new`` needs, then what every first prompt needs, whatever the model.
+WARM_MODULES = (
+    "acp_agent.session",
+    "acp_agent.store",
+    "acp_agent.instructions",
+    "acp_agent.commands",
+    "acp_agent.turn",
+    "acp_agent.toolcall",
+    "acp_agent.tools",
+    "acp_agent.subagents",
+    "acp_agent.compaction",
+    "acp_agent.context",
+    "acp_agent.childenv",
+    "acp_agent.providers.resilient",
+)
 
 
 def warm(config: Config) -> None:
     """Import what the first prompt needs (call from a worker thread)."""
     from .providers import spec
 
-    for module in (*WARM_MODULES, *spec(config.provider).warm):
-        importlib.import_module(module)
-    from .tools import builtin_tools
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, WARM_SWITCH_INTERVAL))
+    try:
+        for module in (*WARM_MODULES, *spec(config.provider).warm):
+            importlib.import_module(module)
+        from .tools import builtin_tools
 
-    for tool in builtin_tools().tools():
-        tool.spec  # noqa: B018 (imports each tool and builds its JSON Schema once)
+        for tool in builtin_tools().tools():
+            tool.spec  # noqa: B018 (imports each tool and builds its JSON Schema once)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def merge_chunks(held: Any, new: Any) -> t.SessionNotification | None:
+    """Two ``session/update`` notifications as one, when both are plain text chunks of
+    the same kind, session and message (no annotations, no ``_meta``); else ``None``."""
+    a, b = held.update, new.update
+    if (
+        type(a) is not type(b)
+        or type(a) not in (t.AgentMessageChunk, t.AgentThoughtChunk)
+        or held.session_id != new.session_id
+        or a.message_id != b.message_id
+        or type(a.content) is not t.TextContent
+        or type(b.content) is not t.TextContent
+        or not (a.meta is b.meta is held.meta is new.meta is UNSET)
+        or not (a.content.annotations is b.content.annotations is UNSET)
+        or not (a.content.meta is b.content.meta is UNSET)
+    ):
+        return None
+    text = t.TextContent(text=a.content.text + b.content.text)
+    return t.SessionNotification(
+        session_id=held.session_id, update=type(a)(content=text, message_id=a.message_id)
+    )
+
+
+def wire(config: Config, connection: Connection, env: Mapping[str, str] = os.environ) -> Agent:
+    """The agent on ``connection``: its routes, the warm-up started once the
+    ``initialize`` reply is written, chunk coalescing if ``env`` asks for it."""
+    if env.get(COALESCE_ENV, "") not in ("", "0"):
+        connection.coalesce["session/update"] = merge_chunks
+    agent = Agent(config, ClientProxy(connection), functools.partial(warm, config))
+    routes = agent.routes()
+    initialize = routes["initialize"]
+
+    def start_warming() -> None:
+        agent.rt.warm_up()
+
+    async def initialize_then_warm(p: Any) -> Any:
+        result = await initialize.handler(p)
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, start_warming)  # after the reply is written
+        return result
+
+    routes["initialize"] = Route(initialize.params_type, initialize_then_warm)
+    connection.routes.update(routes)
+    return agent
 
 
 async def serve(config: Config) -> None:
     reader, writer = await open_stdio(config.limits.max_message_bytes)
     connection = Connection(reader, writer)
-    agent = Agent(config, ClientProxy(connection), functools.partial(warm, config))
-    connection.routes.update(agent.routes())
+    agent = wire(config, connection)
     try:
         await connection.serve()
     finally:
