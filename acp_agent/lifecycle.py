@@ -360,9 +360,9 @@ def attach(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | Un
 
 def announce(rt: Runtime, session: Session) -> None:
     """After the session/new (load, resume, fork) response: commands, notices, usage;
-    and, the first time, the process's warm-up."""
+    the process's warm-up (started by ``initialize``, else now) and the session's."""
     rt.background(_announce(rt, session))
-    rt.warm_up()
+    rt.warm_up(session)
 
 
 async def _announce(rt: Runtime, session: Session) -> None:

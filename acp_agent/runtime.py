@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import weakref
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from . import log
 from .client import ClientProxy
@@ -41,6 +42,14 @@ SHOW_WAIT_AFTER = 2.0
 """Seconds: a retry wait this long is shown as an agent message to a client without notices."""
 
 
+@runtime_checkable
+class Prepares(Protocol):
+    """A provider that can ready its first request ahead of time (``_openai``,
+    ``_anthropic``): called in a worker thread, never on the event loop."""
+
+    def prepare(self, rehearse_request: bool = True) -> None: ...
+
+
 class Runtime:
     def __init__(
         self, config: Config, client: ClientProxy, warm: Callable[[], None] | None = None
@@ -51,6 +60,11 @@ class Runtime:
         """The client's own sessions open in this process (subagents live elsewhere)."""
         self._warm = warm
         self._warming: asyncio.Future[None] | None = None
+        self._waiting = 0  # turns waiting for the warm-up
+        self._prepared: set[str] = set()  # models whose provider readied its first request
+        self._prebuilt: weakref.WeakKeyDictionary[Session, tuple[str, str, str]] = (
+            weakref.WeakKeyDictionary()
+        )  # a session's system prompt built before its first turn, with its mode and model
         self._store: Store | None = None
         self._providers: dict[str, ModelProvider] = {}
         self._server_limits: dict[str, ServerLimits | None] = {}
@@ -226,6 +240,7 @@ class Runtime:
     async def turn_context(self, session: Session, client: Client | None = None) -> TurnContext:
         """Everything a turn of ``session`` needs (``client``: the editor as this
         session sees it; a subagent's view differs)."""
+        await self.warmed()  # first: the imports below may be the warm-up's, half done
         from .compaction import make_room, maybe_compact
         from .context import frame_tokens, prune
         from .conversation import TextPart, UserMessage
@@ -245,6 +260,9 @@ class Runtime:
             await maybe_compact(self, session)
 
         tools = self.tools_for(session)
+        ahead = self._prebuilt.pop(session, None)
+        if ahead and session.system_text is ahead[0] and (session.mode, session.model) != ahead[1:]:
+            session.system_text = None  # changed since it was built ahead: build it now
         system = await system_prompt(session, configured=self.config.system_prompt)
         session.frame_tokens = frame_tokens(system, tools.specs())
         return TurnContext(
@@ -309,11 +327,71 @@ class Runtime:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_log_failure)
 
-    def warm_up(self) -> None:
-        """Start the process edge's warm-up (once): imports in a thread, after the first
-        session response, never during ``initialize`` or ``session/new``."""
+    def warm_up(self, session: Session | None = None) -> None:
+        """Start the process edge's warm-up (once), never during ``initialize`` or
+        ``session/new``: the imports in a thread, then the configured model's provider
+        readied (:meth:`prepare_model`). Turns wait for it (:meth:`warmed`), without
+        blocking the event loop, rather than import on it. With ``session`` (just opened,
+        its response sent), that session's first turn is readied too
+        (:meth:`_prepare_session`)."""
         if self._warming is None and self._warm is not None:
-            self._warming = asyncio.get_running_loop().run_in_executor(None, self._warm)
+            self._warming = asyncio.ensure_future(self._warm_up(self._warm))
+        if session is not None:
+            self.background(self._prepare_session(session))
+
+    async def _warm_up(self, warm: Callable[[], None]) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            start = loop.time()
+            await loop.run_in_executor(None, warm)
+            imported = loop.time()
+            await self.prepare_model(self.config.model)
+            log.debug("warmed up", imports=round(imported - start, 3),
+                      prepare=round(loop.time() - imported, 3))  # fmt: skip
+        except Exception as exc:  # warming only saves time: the first turn does it anyway
+            log.warning("warm-up failed", error=repr(exc))
+
+    async def prepare_model(self, model: str) -> None:
+        """Ready ``model``'s provider for its first request (the SDK client; a rehearsal
+        of a request unless a turn is already waiting), once, in a worker thread."""
+        if model in self._prepared:
+            return
+        self._prepared.add(model)
+        provider = self.provider_for(model)
+        if isinstance(provider, Prepares):
+            rehearse = not self._waiting  # a waiting turn would pay for it: skip it
+            await asyncio.get_running_loop().run_in_executor(None, provider.prepare, rehearse)
+
+    async def _prepare_session(self, session: Session) -> None:
+        """What the session's first turn would otherwise do first: its model's provider
+        (a loaded session may use another model; no SDK but its model's is imported),
+        its system prompt (the environment read, git asked: tens of ms in a large
+        repository), its project's permission rules and the tools. Nothing reaches the
+        model's server (its limits are asked on the first turn)."""
+        from .instructions import system_prompt
+
+        await self.warmed(turn=False)
+        if self.sessions.get(session.id) is not session:
+            return  # closed meanwhile
+        await self.prepare_model(session.model)
+        if session.system_text is None:
+            text = await system_prompt(session, configured=self.config.system_prompt)
+            self._prebuilt[session] = (text, session.mode, session.model)
+        await self.rules_for(session)
+        self.tools_for(session)
+        self.child_env  # noqa: B018 (built once: every family's secret names)
+        log.debug("session prepared", session_id=session.id)
+
+    async def warmed(self, turn: bool = True) -> None:
+        """Wait for the warm-up, if it is under way (``turn``: a turn waits, so what only
+        saves a later turn's time is skipped)."""
+        warming = self._warming
+        if warming is not None and not warming.done():
+            self._waiting += turn
+            try:
+                await asyncio.shield(warming)
+            finally:
+                self._waiting -= turn
 
     # ------------------------------------------------------------------ the end
 

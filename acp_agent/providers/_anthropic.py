@@ -23,7 +23,7 @@ from ..conversation import (
     UserPart,
 )
 from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
-from ._sdk import Origin, failed, parse_tool_arguments, relay
+from ._sdk import REHEARSAL, Origin, failed, parse_tool_arguments, rehearse, relay
 from ._wire import AEvent, EventStream, anthropic_event
 from .base import (
     Finished,
@@ -106,17 +106,31 @@ class AnthropicProvider:
         if self._client is None:
             if not self._api_key and not self._auth_token:
                 raise ProviderAuthError(f"No Anthropic API key: set {self._key_env}")
-            import anthropic
-
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key,
-                auth_token=self._auth_token,
-                base_url=self._base_url,
-                timeout=anthropic.Timeout(self._timeout, connect=self._connect_timeout),
-                max_retries=0,
-                default_headers=self._headers,
-            )
+            self._client = self._new_client()
         return self._client
+
+    def _new_client(self, base_url: str | None = None) -> AsyncAnthropic:
+        import anthropic
+
+        return anthropic.AsyncAnthropic(
+            api_key=self._api_key,
+            auth_token=self._auth_token,
+            base_url=base_url or self._base_url,
+            timeout=anthropic.Timeout(self._timeout, connect=self._connect_timeout),
+            max_retries=0,
+            default_headers=self._headers,
+        )
+
+    def prepare(self, rehearse_request: bool = True) -> None:
+        """Ready the first request, in a worker thread (never on the event loop): the SDK
+        client and, with ``rehearse_request``, one request through the whole path against a
+        loopback server of this process (see :func:`._sdk.rehearse`). Contacts no server."""
+        try:
+            self._ensure_client()
+        except ProviderError:
+            return  # no key: the first prompt says so
+        if rehearse_request:
+            rehearse(lambda client: self._stream(REHEARSAL, client), self._new_client, _REHEARSAL)
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         max_tokens = request.max_tokens or self._default_max_tokens
@@ -151,7 +165,9 @@ class AnthropicProvider:
             client = self._ensure_client()
         except ProviderError as exc:
             return failed(exc)
+        return self._stream(request, client)
 
+    def _stream(self, request: ModelRequest, client: AsyncAnthropic) -> AsyncIterator[StreamEvent]:
         async def open_stream() -> EventStream[AEvent]:
             raw = client.messages.with_streaming_response.create(**self.request_params(request))
             return await EventStream(raw, AEvent, anthropic_event).open()
@@ -162,6 +178,23 @@ class AnthropicProvider:
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+
+_REHEARSAL = b"".join(
+    b"event: %s\ndata: %s\n\n" % (kind, data)
+    for kind, data in (
+        (b"message_start", b'{"type":"message_start","message":{"usage":{"input_tokens":1}}}'),
+        (b"content_block_start", b'{"type":"content_block_start","index":0,'
+                                 b'"content_block":{"type":"text","text":""}}'),
+        (b"content_block_delta", b'{"type":"content_block_delta","index":0,'
+                                 b'"delta":{"type":"text_delta","text":"ok"}}'),
+        (b"content_block_stop", b'{"type":"content_block_stop","index":0}'),
+        (b"message_delta", b'{"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+                           b'"usage":{"output_tokens":1}}'),
+        (b"message_stop", b'{"type":"message_stop"}'),
+    )
+)  # fmt: skip
+"""The rehearsal's answer (see :meth:`AnthropicProvider.prepare`)."""
 
 
 # --------------------------------------------------------------------------- stream assembly

@@ -28,7 +28,7 @@ from ..conversation import (
 )
 from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
 from ._limits import DISCOVERY_TIMEOUT, discover, fit_output
-from ._sdk import Origin, failed, parse_tool_arguments, relay
+from ._sdk import REHEARSAL, Origin, failed, parse_tool_arguments, rehearse, relay
 from ._wire import Chunk, Delta, EventStream, ToolCallFragment, Usage, openai_event
 from .base import (
     Finished,
@@ -115,16 +115,43 @@ class OpenAIProvider:
                     f"No {self.origin.vendor} API key: set {self._key_env or 'OPENAI_API_KEY'}"
                     " (or a base URL for a local server)"
                 )
-            import openai
-
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key or PLACEHOLDER_KEY,
-                base_url=self._base_url,
-                timeout=openai.Timeout(self._timeout, connect=self._connect_timeout),
-                max_retries=0,
-                default_headers=self._headers,
-            )
+            self._client = self._new_client()
         return self._client
+
+    def _new_client(self, base_url: str | None = None) -> AsyncOpenAI:
+        import openai
+
+        return openai.AsyncOpenAI(
+            api_key=self._api_key or PLACEHOLDER_KEY,
+            base_url=base_url or self._base_url,
+            timeout=openai.Timeout(self._timeout, connect=self._connect_timeout),
+            max_retries=0,
+            default_headers=self._headers,
+        )
+
+    #: The rehearsal's answer (see :meth:`prepare`).
+    REHEARSAL_BODY = (
+        b'data: {"choices":[{"index":0,"delta":{"content":"ok"}}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\n'
+        b"data: [DONE]\n\n"
+    )
+
+    def prepare(self, rehearse_request: bool = True) -> None:
+        """Ready the first request, in a worker thread (never on the event loop): the SDK
+        client (its TLS context alone takes tens of ms) and, with ``rehearse_request``,
+        one request through the whole path against a loopback server of this process
+        (see :func:`._sdk.rehearse`). Contacts no server."""
+        try:
+            self._ensure_client()
+        except ProviderError:
+            return  # no key: the first prompt says so
+        if rehearse_request:
+            rehearse(
+                lambda client: self._stream(REHEARSAL, client),
+                self._new_client,
+                self.REHEARSAL_BODY,
+            )
 
     async def server_limits(self) -> ServerLimits | None:
         """The model's limits as a compatible server reports them (asked once; see
@@ -182,9 +209,9 @@ class OpenAIProvider:
             client = self._ensure_client()
         except ProviderError as exc:
             return failed(exc)
+        return self._stream(self.fit(request), client)
 
-        request = self.fit(request)
-
+    def _stream(self, request: ModelRequest, client: AsyncOpenAI) -> AsyncIterator[StreamEvent]:
         async def open_stream() -> EventStream[Chunk]:
             params = self.request_params(request)
             raw = client.chat.completions.with_streaming_response.create(**params)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -34,9 +34,9 @@ from ..conversation import (
     ToolResultMessage,
     UserMessage,
 )
-from ..errors import ProviderError, ProviderStreamError
+from ..errors import ProviderStreamError
 from ._openai import OpenAIProvider
-from ._sdk import failed, parse_tool_arguments, relay
+from ._sdk import parse_tool_arguments, relay
 from ._wire import EventStream, REvent, RResponse, RUsage, responses_event
 from .base import (
     Finished,
@@ -51,6 +51,9 @@ from .base import (
     UsageReport,
 )
 from .openai import is_reasoning_model
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 MIN_OUTPUT_TOKENS = 16  # the API's minimum for max_output_tokens
 
@@ -85,13 +88,13 @@ class ResponsesProvider(OpenAIProvider):
             params["reasoning"] = {"effort": request.thinking, "summary": "auto"}
         return params
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        try:  # the SDK's import is our time, not the server's: done before any wait is timed
-            client = self._ensure_client()
-        except ProviderError as exc:
-            return failed(exc)
-        request = self.fit(request)
+    REHEARSAL_BODY = (
+        b'data: {"type":"response.output_text.delta","delta":"ok"}\n\n'
+        b'data: {"type":"response.completed","response":{"status":"completed",'
+        b'"usage":{"input_tokens":1,"output_tokens":1}}}\n\n'
+    )
 
+    def _stream(self, request: ModelRequest, client: AsyncOpenAI) -> AsyncIterator[StreamEvent]:
         async def open_stream() -> EventStream[REvent]:
             raw = client.responses.with_streaming_response.create(**self.request_params(request))
             return await EventStream(raw, REvent, responses_event).open()

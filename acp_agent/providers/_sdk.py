@@ -19,6 +19,8 @@ from typing import Any, Protocol
 
 import msgspec
 
+from .. import log
+from ..conversation import TextPart, ToolSpec, UserMessage
 from ..errors import (
     ProviderAuthError,
     ProviderConnectionError,
@@ -27,7 +29,7 @@ from ..errors import (
     ProviderHTTPError,
     ProviderStreamError,
 )
-from .base import StreamEvent
+from .base import ModelRequest, StreamEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,62 @@ async def relay(
         raise _located(exc, origin) from None
     for event in last:
         yield event
+
+
+#: What a rehearsal asks: a system prompt, a user message, a tool, a cache key (every part
+#: of a real request's building runs once).
+REHEARSAL = ModelRequest(
+    system="Rehearsal.",
+    messages=[UserMessage([TextPart("Rehearse.")])],
+    tools=[ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {}})],
+    cache_key="rehearsal",
+)
+
+
+def rehearse(
+    stream: Callable[[Any], AsyncIterator[StreamEvent]],
+    make_client: Callable[[str], Any],
+    body: bytes,
+) -> None:
+    """Run one request through the whole streaming path (the SDK, httpx2's connection pool,
+    h11, anyio's sockets, the SSE split, the assembler) against a server on a loopback
+    port of this process that answers ``body`` (an SSE stream): nothing reaches the
+    model's server. The SDKs, httpx2 and anyio build much of their machinery on first use
+    (type adapters, transforms, backends); a rehearsal in a worker thread, on an event
+    loop of its own, takes that cost off the first prompt. ``make_client(base_url)``
+    builds an SDK client, ``stream(client)`` streams the rehearsal request with it.
+    Never raises."""
+    import asyncio
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        length = 0
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n"
+            b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+        )
+        await writer.drain()
+        writer.close()
+
+    async def run() -> None:
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = make_client(f"http://127.0.0.1:{port}/v1")
+        try:
+            async for _ in stream(client):
+                pass
+        finally:
+            await client.close()
+            server.close()
+
+    try:
+        asyncio.run(run())
+    except Exception as exc:  # a rehearsal only warms: whatever fails, the real request tells
+        log.debug("rehearsal failed", error=repr(exc))
 
 
 async def failed(exc: ProviderError) -> AsyncIterator[StreamEvent]:

@@ -1,0 +1,168 @@
+"""Warm-up (issue 17): the configured provider is readied once the ``initialize`` reply is
+out, in a worker thread, and no other vendor's SDK is imported; a provider readies its
+first request (its client, a rehearsed request on a loopback server of its own) without a
+byte to the model's server; a turn waits for the warm-up instead of importing on the event
+loop; a system prompt built before the first turn follows a mode changed meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from acp_agent.client import ClientProxy
+from acp_agent.config import from_mapping
+from acp_agent.providers._anthropic import AnthropicProvider
+from acp_agent.providers._openai import OpenAIProvider
+from acp_agent.providers._responses import ResponsesProvider
+from acp_agent.runtime import Runtime
+
+from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text
+from .harness import ROOT, AgentProcess
+from .schema_check import SchemaChecker
+
+#: Drives the agent in process over in-memory pipes: ``initialize``, then waits for the
+#: warm-up (no clock involved) and says what got imported and built.
+SCRIPT = """
+import asyncio, json, sys
+from acp_agent.config import from_mapping
+from acp_agent.rpc.connection import Connection
+from acp_agent.rpc.framing import LineReader, MemoryPipe
+from acp_agent.server import wire
+
+async def main():
+    config = from_mapping({"model": sys.argv[1], "openai": {"base-url": sys.argv[2]},
+                           "anthropic": {"base-url": sys.argv[2]}})
+    replies = LineReader()
+    connection = Connection(LineReader(), MemoryPipe(replies))
+    agent = wire(config, connection)
+    before = {m: m in sys.modules for m in ("openai", "anthropic")}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": 1, "clientCapabilities": {}}}
+    connection._dispatch(json.dumps(request).encode())
+    reply = await replies.readline()
+    while agent.rt._warming is None:
+        await asyncio.sleep(0)
+    await agent.rt._warming
+    provider = agent.rt._providers[config.model]
+    print(json.dumps({"before": before, "reply": json.loads(reply)["id"],
+                      "openai": "openai" in sys.modules, "anthropic": "anthropic" in sys.modules,
+                      "client": provider._client is not None}))
+
+asyncio.run(main())
+"""
+
+
+def warm_in_process(model: str, url: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, model, url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k", "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeLLMServer]:
+    async with FakeLLMServer() as s:
+        yield s
+
+
+@pytest.mark.parametrize(("model", "sdk", "other"), [
+    ("openai:gpt-4.1", "openai", "anthropic"),
+    ("anthropic:claude-sonnet-4-5", "anthropic", "openai"),
+])  # fmt: skip
+async def test_initialize_warms_the_configured_provider_only(
+    server: FakeLLMServer, model: str, sdk: str, other: str
+) -> None:
+    result = await asyncio.to_thread(warm_in_process, model, server.url)
+    assert result["before"] == {"openai": False, "anthropic": False}
+    assert result["reply"] == 1
+    assert result[sdk] and not result[other]
+    assert result["client"]  # the SDK client is built before any prompt
+    assert server.requests == [] and server.model_requests == []
+
+
+@pytest.mark.parametrize("kind", ["openai", "responses", "anthropic"])
+async def test_prepare_rehearses_without_reaching_the_server(
+    server: FakeLLMServer, kind: str
+) -> None:
+    provider: OpenAIProvider | AnthropicProvider
+    if kind == "anthropic":
+        provider = AnthropicProvider("claude-sonnet-4-5", api_key="k", base_url=server.url)
+    elif kind == "responses":
+        provider = ResponsesProvider("gpt-5", api_key="k", base_url=server.openai_url)
+    else:
+        provider = OpenAIProvider("gpt-4.1", api_key="k", base_url=server.openai_url)
+    await asyncio.to_thread(provider.prepare)
+    assert provider._client is not None
+    assert server.requests == [] and server.model_requests == []
+    server.enqueue(Reply([Text("hi"), Finish("stop")]))
+    events = [e async for e in provider.stream(_request())]  # the prepared client works
+    assert len(server.requests) == 1 and events
+    await provider.aclose()
+
+
+async def test_prepare_without_a_key_leaves_it_to_the_first_prompt() -> None:
+    provider = AnthropicProvider("claude-sonnet-4-5")
+    await asyncio.to_thread(provider.prepare)
+    assert provider._client is None
+
+
+async def test_a_turn_waits_for_the_warm_up_off_the_event_loop(state_dir: str) -> None:
+    """While the warm-up thread imports, the loop goes on; a turn starts after it."""
+    release = threading.Event()
+    config = from_mapping({"model": "offline", "state-dir": state_dir})
+    runtime = Runtime(config, cast(ClientProxy, None), lambda: release.wait(30) and None)
+    runtime.warm_up()
+    waiting = asyncio.ensure_future(runtime.warmed())
+    for _ in range(20):  # the loop is free meanwhile
+        await asyncio.sleep(0)
+    assert not waiting.done() and runtime._waiting == 1
+    release.set()
+    await waiting
+    assert runtime._waiting == 0
+
+
+async def test_a_mode_changed_before_the_first_turn_is_in_its_system_prompt(
+    checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    log = tmp_path / "agent.log"
+    server.enqueue(Reply([Text("ok"), Finish("stop")]))
+    agent = AgentProcess(checker, "--state-dir", state_dir, "--model", "openai:gpt-4.1",
+                         "--base-url", server.openai_url, "--log-level", "debug",
+                         "--log-file", str(log), env={"OPENAI_API_KEY": "k"})  # fmt: skip
+    async with agent:
+        await agent.initialize()
+        sid = await agent.new_session(workspace)
+        await asyncio.wait_for(_logged(log, "session prepared"), 60)
+        await agent.request("session/set_mode", {"sessionId": sid, "modeId": "plan"})
+        await agent.prompt(sid, "hi")
+    system = server.requests[0].body["messages"][0]["content"]
+    assert "Permission mode: plan" in system
+    notes = [m for m in server.requests[0].body["messages"] if "now plan" in str(m["content"])]
+    assert notes == []  # told by the system prompt itself, as without the warm-up
+
+
+async def _logged(log: Path, text: str) -> None:
+    while not (log.exists() and text in log.read_text()):
+        await asyncio.sleep(0.05)
+
+
+def _request() -> Any:
+    from acp_agent.conversation import TextPart, UserMessage
+    from acp_agent.providers.base import ModelRequest
+
+    return ModelRequest(system="s", messages=[UserMessage([TextPart("hi")])])
