@@ -11,8 +11,9 @@ decode.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import TypeAlias
 
@@ -167,43 +168,94 @@ def decode_meta(data: bytes) -> Meta:
 
 def parse(data: bytes, where: str = "session log") -> list[Record]:
     """Decode a log; undecodable lines (a torn tail, garbage) are skipped with a warning."""
+    return list(_decode(data, where, 0, final=True))
+
+
+#: Bytes read at a time by :func:`read_records`.
+BLOCK = 1 << 20
+
+
+def read_records(fd: int, where: str, end: int | None = None) -> Iterator[Record]:
+    """The records of the log open as ``fd``, from its start to ``end`` (default: its
+    end), read a block at a time: what :func:`parse` of the whole file returns, with the
+    same warnings, never the whole file in memory. ``pread``: the descriptor's offset is
+    left alone."""
+    offset, rest, lines = 0, b"", 0
+    while True:
+        want = BLOCK if end is None else min(BLOCK, end - offset)
+        block = os.pread(fd, want, offset) if want > 0 else b""
+        if not block:
+            break
+        offset += len(block)
+        data = rest + block if rest else block
+        cut = data.rfind(b"\n") + 1
+        if not cut:
+            rest = data
+            continue
+        rest = data[cut:]
+        yield from _decode(data[:cut], where, lines, final=False)
+        lines += data.count(b"\n", 0, cut)
+    yield from _decode(rest, where, lines, final=True)
+
+
+def _decode(data: bytes, where: str, before: int, *, final: bool) -> Iterator[Record]:
+    """The records of complete lines (``final``: the end of the log, its last line maybe
+    cut), ``before`` lines into the log (for the warnings)."""
+    if not data:
+        return
     decoder = _decoder()
     try:
-        return decoder.decode_lines(data)
+        yield from decoder.decode_lines(data)
+        return
     except msgspec.DecodeError:
         pass
-    records: list[Record] = []
     lines = data.split(b"\n")
-    for number, line in enumerate(lines, 1):
+    if not final:
+        lines.pop()  # the empty piece after the last newline
+    for number, line in enumerate(lines, before + 1):
         if not line.strip():
             continue
         try:
-            records.append(decoder.decode(line))
+            yield decoder.decode(line)
         except msgspec.DecodeError as exc:
-            torn = number == len(lines)
+            torn = final and number == before + len(lines)
             log.warning(
                 "skipping a torn line of a session log" if torn else "skipping a bad log line",
                 path=where,
                 line=number,
                 error=str(exc),
             )
-    return records
 
 
 def meta_of(session_id: str, records: Iterable[Record]) -> Meta | None:
     """The index entry a log implies (used when the sidecar is missing or unreadable)."""
-    meta: Meta | None = None
+    fold = MetaFold(session_id)
     for record in records:
+        fold.feed(record)
+    return fold.meta
+
+
+class MetaFold:
+    """:func:`meta_of`, a record at a time (``meta`` so far)."""
+
+    __slots__ = ("meta", "session_id")
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.meta: Meta | None = None
+
+    def feed(self, record: Record) -> None:
+        meta = self.meta
         if isinstance(record, Header):
-            meta = Meta(
-                id=session_id,
+            self.meta = Meta(
+                id=self.session_id,
                 cwd=record.cwd,
                 additional_directories=list(record.additional_directories),
                 created_at=record.created_at,
                 updated_at=record.created_at,
             )
         elif meta is None:
-            continue
+            return
         elif isinstance(record, Prompt | TurnEnd):
             meta.updated_at = max(meta.updated_at, record.at)
         elif isinstance(record, Roots):
@@ -214,4 +266,3 @@ def meta_of(session_id: str, records: Iterable[Record]) -> Meta | None:
             and record.update.title is not UNSET
         ):
             meta.title = record.update.title
-    return meta
