@@ -77,10 +77,13 @@ class Runtime:
 
     @property
     def store(self) -> Store:
+        """The sessions on disk, listed through their index (``sessionindex``)."""
         if self._store is None:
+            from .sessionindex import SessionIndex
             from .store import Store
 
-            self._store = Store(self.config.state_dir or default_state_dir())
+            state_dir = self.config.state_dir or default_state_dir()
+            self._store = Store(state_dir, index=SessionIndex(state_dir))
         return self._store
 
     @property

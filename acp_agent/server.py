@@ -41,6 +41,7 @@ WARM_SWITCH_INTERVAL = 0.0005
 WARM_MODULES = (
     "acp_agent.session",
     "acp_agent.store",
+    "acp_agent.sessionindex",
     "acp_agent.instructions",
     "acp_agent.commands",
     "acp_agent.turn",

@@ -18,6 +18,11 @@ Several agent processes may share the directory. A process writing a session hol
 exclusive ``flock`` on its log for as long as the session is open; other processes can
 still list and read (replay) it, but :meth:`Store.open` hands them no writer.
 
+Listing reads an index (:mod:`.sessionindex`, given by the runtime) when the store has
+one: it is told of every change here (a log created, a meta file replaced, a session
+deleted) and rebuilt from the directory whenever it may be wrong. Reading streams: a log
+is decoded a block at a time (:func:`~acp_agent.records.read_records`), never whole.
+
 Message and thought chunks are coalesced per ``messageId`` in memory and written as one
 record when the message ends, before any other record, and while it streams at least
 every :data:`FLUSH_INTERVAL` (50 ms) or :data:`FLUSH_CHARS` (4,096 characters), whichever
@@ -35,8 +40,8 @@ import fcntl
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
-from typing import TypeAlias
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol, TypeAlias, TypeVar
 
 import msgspec
 
@@ -46,6 +51,7 @@ from .protocol import types as t
 from .records import (
     Header,
     Meta,
+    MetaFold,
     Record,
     Settings,
     Update,
@@ -53,7 +59,7 @@ from .records import (
     encode,
     encode_meta,
     meta_of,
-    parse,
+    read_records,
 )
 
 FLUSH_INTERVAL = 0.05
@@ -62,6 +68,7 @@ FLUSH_CHARS = 4096
 PAGE_SIZE = 50
 
 _Chunk: TypeAlias = t.AgentMessageChunk | t.AgentThoughtChunk
+T = TypeVar("T")
 _ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 
 
@@ -222,15 +229,55 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 # --------------------------------------------------------------------------- the store
 
 
+class Index(Protocol):
+    """What the store needs of an index of its sessions (:mod:`.sessionindex`)."""
+
+    def change(self, session_id: str, apply: Callable[[], None], meta: Meta | None) -> None:
+        """Run the store's change ``apply`` to a session; ``meta``: its entry after."""
+        ...
+
+    def page(
+        self, cwd: str | None, after: tuple[str, str] | None, limit: int
+    ) -> list[Meta] | None:
+        """Entries newest first after ``after``; ``None``: unusable, scan instead."""
+        ...
+
+
+class Snapshot:
+    """A log as it stood when opened: its records can be read again, the same ones, until
+    :meth:`close` (the descriptor keeps a deleted log readable)."""
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd = fd
+        self.path = path
+        self.size = os.fstat(fd).st_size
+
+    def records(self) -> Iterator[Record]:
+        return read_records(self.fd, self.path, self.size)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
 class Store:
     """The sessions directory. Its blocking methods (``create``, ``open``, ``read``,
     ``page``, ``delete``) are for worker threads (``asyncio.to_thread``); they first wait
     for the :attr:`writer`, so they see every write made before them."""
 
-    def __init__(self, state_dir: str) -> None:
+    def __init__(self, state_dir: str, index: Index | None = None) -> None:
         self.root = os.path.join(state_dir, "sessions")
         self.writer = DiskWriter()
+        self.index = index
         self._ready = False
+
+    def _change(self, session_id: str, apply: Callable[[], None], meta: Meta | None) -> None:
+        """A change to the directory, told to the index if there is one."""
+        if self.index is None:
+            apply()
+        else:
+            self.index.change(session_id, apply, meta)
 
     def log_path(self, session_id: str) -> str:
         return os.path.join(self.root, session_id + ".jsonl")
@@ -253,20 +300,27 @@ class Store:
         (read-only, full), the log is created by the first write that works, and the
         records wait in memory meanwhile. Raises ``FileExistsError`` for a taken id."""
         path = self.log_path(header.id)
-        fd: int | None = None
-        try:
-            self._ensure_dir()
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if fd is not None:
-                os.close(fd)
-            if exc.errno == errno.EEXIST:
-                raise
-            fd = None  # a read-only or full disk: created once writing works (LogFile)
         meta = meta_of(header.id, [header, *body]) or Meta(
             id=header.id, cwd=header.cwd, created_at=header.created_at, updated_at=header.created_at
         )
+        made: list[int] = []
+
+        def make() -> None:
+            self._ensure_dir()
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise
+            made.append(fd)
+
+        try:
+            self._change(header.id, make, meta)
+        except OSError as exc:
+            if exc.errno == errno.EEXIST:
+                raise
+        fd = made[0] if made else None  # None: a read-only or full disk (see LogFile)
         writer = SessionLog(self, fd, meta, path=path if fd is None else None)
         writer.extend([header, *body])
         if body and not all(isinstance(r, Settings) for r in body):
@@ -277,33 +331,70 @@ class Store:
         """Take ownership of a stored session and read it. The writer is ``None`` when
         another process owns the session (the records are then a read-only snapshot).
         Raises ``FileNotFoundError`` for unknown (or invalid) ids."""
+        writer, records, snapshot = self.open_reading(session_id, list)
+        snapshot.close()
+        return writer, records
+
+    def open_reading(
+        self, session_id: str, consume: Callable[[Iterator[Record]], T], own: bool = True
+    ) -> tuple[SessionLog | None, T, Snapshot]:
+        """:meth:`open` (``own``: take ownership if no other process has it), with the
+        records streamed to ``consume`` instead of returned, and the log's
+        :class:`Snapshot` for reading the same records again (close it)."""
         if not valid_id(session_id):
             raise FileNotFoundError(session_id)
         self.writer.wait()  # a log this process just closed is released first
         fd = os.open(self.log_path(session_id), os.O_RDWR | os.O_APPEND)
+        snapshot: Snapshot | None = None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None, self.read(session_id)
-        try:
-            records = self.read(session_id)
-            meta = meta_of(session_id, records)
-            if meta is None:
+            try:
+                if not own:
+                    raise BlockingIOError
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                snapshot, fd = Snapshot(fd, self.log_path(session_id)), -1
+            else:
+                snapshot = Snapshot(os.dup(fd), self.log_path(session_id))
+            fold = MetaFold(session_id)
+
+            def tapped() -> Iterator[Record]:
+                for record in snapshot.records():
+                    fold.feed(record)
+                    yield record
+
+            result = consume(tapped())
+            if fold.meta is None:
                 raise FileNotFoundError(session_id)  # no readable header: not a session
-            return SessionLog(self, fd, meta), records
+            writer = SessionLog(self, fd, fold.meta) if fd >= 0 else None
+            return writer, result, snapshot
         except BaseException:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
+            if snapshot is not None:
+                snapshot.close()
             raise
 
     def read(self, session_id: str) -> list[Record]:
         """The records of a stored session. Raises ``FileNotFoundError``."""
+        with self.snapshot(session_id) as snapshot:
+            return list(snapshot.records())
+
+    @contextlib.contextmanager
+    def snapshot(self, session_id: str) -> Iterator[Snapshot]:
+        """:meth:`take_snapshot`, closed on exit."""
+        snapshot = self.take_snapshot(session_id)
+        try:
+            yield snapshot
+        finally:
+            snapshot.close()
+
+    def take_snapshot(self, session_id: str) -> Snapshot:
+        """The log as it stands, to read, not own (close it). Raises ``FileNotFoundError``."""
         if not valid_id(session_id):
             raise FileNotFoundError(session_id)
         self.writer.wait()
         path = self.log_path(session_id)
-        with open(path, "rb") as fh:
-            return parse(fh.read(), path)
+        return Snapshot(os.open(path, os.O_RDONLY), path)
 
     def exists(self, session_id: str) -> bool:
         return valid_id(session_id) and os.path.exists(self.log_path(session_id))
@@ -311,21 +402,29 @@ class Store:
     def write_meta(self, meta: Meta) -> None:
         self._ensure_dir()
         tmp = os.path.join(self.root, f".{meta.id}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, encode_meta(meta))
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.meta_path(meta.id))
+
+        def replace() -> None:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, encode_meta(meta))
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.meta_path(meta.id))
+
+        self._change(meta.id, replace, meta)
 
     def delete(self, session_id: str) -> None:
         """Remove a session from the disk; unknown ids are fine."""
         if not valid_id(session_id):
             return
         self.writer.wait()
-        for path in (self.meta_path(session_id), self.log_path(session_id)):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+
+        def unlink() -> None:
+            for path in (self.meta_path(session_id), self.log_path(session_id)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+
+        self._change(session_id, unlink, None)
 
     # ------------------------------------------------------------------ listing
 
@@ -363,14 +462,20 @@ class Store:
     def page(
         self, cwd: str | None = None, cursor: str | None = None, limit: int = PAGE_SIZE
     ) -> tuple[list[Meta], str | None]:
-        """One page of sessions, newest first, and the cursor of the next page (if any).
-        Raises ``ValueError`` for a cursor this store did not hand out."""
-        metas = sorted(self.entries(cwd), key=lambda m: (m.updated_at, m.id), reverse=True)
-        if cursor is not None:
-            after = _decode_cursor(cursor)
-            metas = [m for m in metas if (m.updated_at, m.id) < after]
-        page, rest = metas[:limit], metas[limit:]
-        last = page[-1] if page and rest else None
+        """One page of sessions, newest first, and the cursor of the next page (if any):
+        from the index (O(page)) when there is one, else from every meta file. Raises
+        ``ValueError`` for a cursor this store did not hand out."""
+        after = _decode_cursor(cursor) if cursor is not None else None
+        found = None
+        if self.index is not None:
+            self.writer.wait()
+            found = self.index.page(cwd, after, limit + 1)
+        if found is None:
+            found = sorted(self.entries(cwd), key=lambda m: (m.updated_at, m.id), reverse=True)
+            if after is not None:
+                found = [m for m in found if (m.updated_at, m.id) < after]
+        page, more = found[:limit], len(found) > limit
+        last = page[-1] if page and more else None
         return page, _encode_cursor(last.updated_at, last.id) if last else None
 
 
