@@ -27,9 +27,13 @@ from .protocol import types as t
 if TYPE_CHECKING:
     from .instructions import ClientPrompt
     from .records import Record
-    from .replay import State
+    from .replay import State, Uses
     from .runtime import Runtime
     from .session import Session
+    from .store import Snapshot
+
+    Reading = tuple[Snapshot, Uses]
+    """A log to replay: its snapshot, and what a first pass over it learned."""
 
 OPTIONAL_LIST_PARAMS = cast("type[t.ListSessionsRequest | None]", t.ListSessionsRequest | None)
 """``session/list`` takes no params at all, too (every field is optional)."""
@@ -60,20 +64,35 @@ async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionRespon
 
 
 async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
-    from .replay import draft_allowed, transcript
-
     require_key(rt.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
-    session, records = await _open(rt, p.session_id, cwd, directories, read=True)
-    if prompt is not None:
-        session.set_client_prompt(prompt)
-    caps = rt.client.capabilities
-    updates = transcript(records, lambda u: draft_allowed(u, caps), live=session.read_only)
-    await _register(rt, session, p.mcp_servers)
-    await session.replay(updates)  # the whole history, then the response
+    session, reading = await _open(rt, p.session_id, cwd, directories, read=True)
+    try:
+        if prompt is not None:
+            session.set_client_prompt(prompt)
+        await _register(rt, session, p.mcp_servers)
+        if reading is not None:
+            await _replay(rt, session, reading)  # the whole history, then the response
+    finally:
+        if reading is not None:
+            reading[0].close()
     _announce_later(rt, session)
     return t.LoadSessionResponse(modes=modes(session), config_options=config_options(rt, session))
+
+
+async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
+    """Stream the log's transcript to the client: read and materialized in a worker thread
+    a batch at a time (a second pass over the snapshot), sent as each batch is ready."""
+    from .replay import draft_allowed, transcript_batches
+
+    caps = rt.client.capabilities
+    snapshot, uses = reading
+    batches = transcript_batches(
+        snapshot.records(), lambda u: draft_allowed(u, caps), live=session.read_only, uses=uses
+    )
+    while (batch := await asyncio.to_thread(next, batches, None)) is not None:
+        await session.replay(batch)
 
 
 async def resume_session(rt: Runtime, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
@@ -179,16 +198,18 @@ async def take_over(rt: Runtime, session: Session) -> None:
     from .replay import restore
 
     try:
-        writer, records = await asyncio.to_thread(rt.store.open, session.id)
+        opened = await asyncio.to_thread(rt.store.open_reading, session.id, restore)
+        writer, state, snapshot = opened
+        snapshot.close()
     except OSError:
-        writer, records = None, []
+        writer = None
     if writer is None:
         raise InvalidRequest(
             f"Invalid request: session {session.id} is open in another acp-agent process;"
             " it is read-only here until that process closes it",
             {"sessionId": session.id},
         )
-    session.restore(restore(records))  # it may have gone on over there
+    session.restore(state)  # it may have gone on over there
     session.log, session.read_only = writer, False
     session.set_mode(session.mode)  # keep what this client chose meanwhile
 
@@ -258,10 +279,10 @@ async def _store_new(
 
 async def _open(
     rt: Runtime, session_id: str, cwd: str, directories: list[str], *, read: bool
-) -> tuple[Session, list[Record]]:
+) -> tuple[Session, Reading | None]:
     """The session, in memory (brought back from the store if need be), with the given
-    roots; and, if ``read``, its log's records."""
-    from .replay import restore
+    roots; and, if ``read``, its log to replay (the caller closes it)."""
+    from .replay import scan
 
     session = rt.sessions.get(session_id)
     if session is not None and not session.read_only:
@@ -269,23 +290,42 @@ async def _open(
             raise InvalidRequest(f"Invalid request: session {session_id} has a running turn")
         session.cwd, session.additional_directories = cwd, directories
         session.flush()
-        records = []
+        reading = None
         if read and session.log:
             try:
-                records = await asyncio.to_thread(rt.store.read, session_id)
+                reading = await asyncio.to_thread(_reread, rt, session_id)
             except OSError:
-                records = []
-        return session, records
+                reading = None
+        return session, reading
     try:
-        writer, records = await asyncio.to_thread(rt.store.open, session_id)
+        writer, (state, uses), snapshot = await asyncio.to_thread(
+            rt.store.open_reading, session_id, scan
+        )
     except FileNotFoundError:
         raise SessionNotFound(session_id) from None
     except OSError as exc:
         log.error("cannot read a stored session", session_id=session_id, error=str(exc))
         raise InternalError(f"Cannot read session {session_id}: {exc.strerror}") from None
-    session = _restored(rt, session_id, restore(records), cwd, directories)
+    if not read:
+        snapshot.close()
+    session = _restored(rt, session_id, state, cwd, directories)
     session.log, session.read_only = writer, writer is None
-    return session, records
+    return session, (snapshot, uses) if read else None
+
+
+def _reread(rt: Runtime, session_id: str) -> Reading:
+    """The log of a session open here, to replay (a worker thread: the first pass)."""
+    from .replay import Uses
+
+    snapshot = rt.store.take_snapshot(session_id)
+    uses = Uses()
+    try:
+        for _ in uses.tap(snapshot.records()):
+            pass
+    except BaseException:
+        snapshot.close()
+        raise
+    return snapshot, uses
 
 
 def _restored(

@@ -15,7 +15,7 @@ folded in) at its original position.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import msgspec
@@ -101,6 +101,13 @@ def _after(current: int, ident: object) -> int:
     if isinstance(ident, str) and (m := _COUNTER.search(ident)) is not None:
         return max(current, int(m.group(1)) + 1)
     return current
+
+
+def scan(records: Iterable[Record]) -> tuple[State, Uses]:
+    """One pass over a log: its :class:`State`, and the :class:`Uses` a streamed replay of
+    the same records needs."""
+    uses = Uses()
+    return restore(uses.tap(records)), uses
 
 
 def restore(records: Iterable[Record]) -> State:
@@ -192,59 +199,131 @@ def transcript(
 ) -> list[t.SessionUpdate]:
     """The updates to replay, in order. ``live``: another process is running the session,
     so its last turn may still be in progress (its tool calls are not failed)."""
-    out: list[t.SessionUpdate] = []
-    calls: dict[str, int] = {}  # tool call id -> its index in ``out``
+    return [update for batch in transcript_batches(records, allow, live=live) for update in batch]
+
+
+class Uses:
+    """For each tool call and compaction id, the position of the last record naming it:
+    what :func:`transcript_batches` needs to know an update can no longer change."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, int] = {}
+        self.count = 0
+
+    def tap(self, records: Iterable[Record]) -> Iterator[Record]:
+        """``records``, counted and noted on the way through."""
+        last = self.last
+        for record in records:
+            if isinstance(record, Update):
+                update = record.update
+                if isinstance(update, t.ToolCall | t.ToolCallUpdateSessionUpdate):
+                    last["t" + update.tool_call_id] = self.count
+                elif isinstance(update, t.CompactionUpdate | t.CompactionSummaryChunk):
+                    last["c" + update.compaction_id] = self.count
+            self.count += 1
+            yield record
+
+
+def transcript_batches(
+    records: Iterable[Record],
+    allow: Callable[[t.SessionUpdate], bool] = lambda _: True,
+    *,
+    live: bool = False,
+    uses: Uses | None = None,
+    batch: int = 512,
+) -> Iterator[list[t.SessionUpdate]]:
+    """:func:`transcript` in batches. With the :class:`Uses` of the same records (a first
+    pass), each update is yielded as soon as nothing later in the log can change it (at
+    turn boundaries, ``batch`` at a time): a long log is replayed without its transcript,
+    or its records, ever whole in memory. Without, everything comes at the end."""
+    out: list[t.SessionUpdate] = []  # updates not yielded yet; out[0] is update number base
+    base = 0
+    calls: dict[str, int] = {}  # tool call id -> its update's number
     turn_calls: list[int] = []
     info: t.SessionInfoUpdate | None = None
     pending: list[str] = []  # texts of the chunk at out[-1], joined lazily
-    compactions: dict[str, int] = {}  # compaction id -> its index in ``out``
+    compactions: dict[str, int] = {}  # compaction id -> its update's number
     summaries: dict[str, list[t.ContentBlock]] = {}  # streamed summary chunks
+    last = uses.last if uses is not None else None
 
     def settle() -> None:
         if pending:
-            last = out[-1]
-            assert isinstance(last, t.AgentMessageChunk | t.AgentThoughtChunk)
-            out[-1] = msgspec.structs.replace(last, content=t.TextContent(text="".join(pending)))
+            chunk = out[-1]
+            assert isinstance(chunk, t.AgentMessageChunk | t.AgentThoughtChunk)
+            out[-1] = msgspec.structs.replace(chunk, content=t.TextContent(text="".join(pending)))
             pending.clear()
 
     def end_turn() -> None:
         for index in turn_calls:
-            call = out[index]
+            call = out[index - base]
             assert isinstance(call, t.ToolCall)
             if call.status not in _DONE:
-                out[index] = msgspec.structs.replace(
+                out[index - base] = msgspec.structs.replace(
                     call, status="failed", raw_output=call.raw_output or {"error": INTERRUPTED}
                 )
         turn_calls.clear()
 
-    for record in records:
-        if isinstance(record, Prompt):
+    def final(update: t.SessionUpdate, position: int) -> t.SessionUpdate:
+        """What an update is once nothing more can change it (the last of an id only)."""
+        if isinstance(update, t.ToolCall) and calls.get(update.tool_call_id) == position:
+            return _without_terminals(update)
+        if (
+            isinstance(update, t.CompactionUpdate)
+            and compactions.get(update.compaction_id) == position
+            and not update.summary
+            and summaries.get(update.compaction_id)
+        ):
+            return msgspec.structs.replace(
+                update, summary=_coalesce(summaries[update.compaction_id])
+            )
+        return update
+
+    def done(at: int) -> int:
+        """How many of ``out`` nothing at or after record ``at`` can change."""
+        assert last is not None
+        for i, update in enumerate(out[:-1]):  # the last one may still grow
+            if isinstance(update, t.ToolCall):
+                key = "t" + update.tool_call_id
+            elif isinstance(update, t.CompactionUpdate):
+                key = "c" + update.compaction_id
+            else:
+                continue
+            if last.get(key, -1) >= at or base + i in turn_calls:
+                return i
+        return max(0, len(out) - 1)
+
+    for position, record in enumerate(records):
+        if isinstance(record, Prompt | TurnEnd):
             settle()
             end_turn()
-            mid = record.message_id
-            out.extend(t.UserMessageChunk(content=b, message_id=mid) for b in record.blocks)
-        elif isinstance(record, TurnEnd):
-            settle()
-            end_turn()
+            if last is not None and len(out) > batch:
+                ready = done(position)
+                if ready:
+                    yield [final(u, base + i) for i, u in enumerate(out[:ready])]
+                    del out[:ready]
+                    base += ready
+            if isinstance(record, Prompt):
+                mid = record.message_id
+                out.extend(t.UserMessageChunk(content=b, message_id=mid) for b in record.blocks)
         elif isinstance(record, Update):
             update = record.update
             if isinstance(update, t.AgentMessageChunk | t.AgentThoughtChunk):
-                last = out[-1] if out else None
+                prior = out[-1] if out else None
                 if (
-                    type(last) is type(update)
-                    and isinstance(last, t.AgentMessageChunk | t.AgentThoughtChunk)
-                    and last.message_id == update.message_id
-                    and isinstance(last.content, t.TextContent)
+                    type(prior) is type(update)
+                    and isinstance(prior, t.AgentMessageChunk | t.AgentThoughtChunk)
+                    and prior.message_id == update.message_id
+                    and isinstance(prior.content, t.TextContent)
                     and isinstance(update.content, t.TextContent)
                 ):
                     if not pending:
-                        pending.append(last.content.text)
+                        pending.append(prior.content.text)
                     pending.append(update.content.text)
                     continue
                 settle()
                 out.append(update)
             elif isinstance(update, t.ToolCallUpdateSessionUpdate) and update.tool_call_id in calls:
-                index = calls[update.tool_call_id]
+                index = calls[update.tool_call_id] - base
                 call = out[index]
                 assert isinstance(call, t.ToolCall)
                 out[index] = _merge(call, update)
@@ -255,30 +334,23 @@ def transcript(
             elif isinstance(update, t.CompactionSummaryChunk):
                 summaries.setdefault(update.compaction_id, []).append(update.content)
             elif isinstance(update, t.CompactionUpdate) and update.compaction_id in compactions:
-                index = compactions[update.compaction_id]
+                index = compactions[update.compaction_id] - base
                 out[index] = _patch_compaction(out[index], update)
             else:
                 settle()
                 if isinstance(update, t.ToolCall):
-                    calls[update.tool_call_id] = len(out)
-                    turn_calls.append(len(out))
+                    calls[update.tool_call_id] = base + len(out)
+                    turn_calls.append(base + len(out))
                 elif isinstance(update, t.CompactionUpdate):
-                    compactions[update.compaction_id] = len(out)
+                    compactions[update.compaction_id] = base + len(out)
                 out.append(update)
     settle()
     if not live:
         end_turn()
-    for index in calls.values():
-        out[index] = _without_terminals(out[index])
-    for compaction_id, index in compactions.items():
-        compaction = out[index]
-        assert isinstance(compaction, t.CompactionUpdate)
-        if not compaction.summary and summaries.get(compaction_id):
-            summary = _coalesce(summaries[compaction_id])
-            out[index] = msgspec.structs.replace(compaction, summary=summary)
+    rest = [final(u, base + i) for i, u in enumerate(out)]
     if info is not None:
-        out.append(info)
-    return out
+        rest.append(info)
+    yield rest
 
 
 def _without_terminals(call: t.SessionUpdate) -> t.SessionUpdate:
