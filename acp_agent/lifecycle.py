@@ -83,7 +83,8 @@ async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionRes
 
 async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
     """Stream the log's transcript to the client: read and materialized in a worker thread
-    a batch at a time (a second pass over the snapshot), sent as each batch is ready."""
+    a batch at a time (a second pass over the snapshot), the next batch while this one is
+    sent."""
     from .replay import draft_allowed, transcript_batches
 
     caps = rt.client.capabilities
@@ -91,8 +92,15 @@ async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
     batches = transcript_batches(
         snapshot.records(), lambda u: draft_allowed(u, caps), live=session.read_only, uses=uses
     )
-    while (batch := await asyncio.to_thread(next, batches, None)) is not None:
-        await session.replay(batch)
+    loop = asyncio.get_running_loop()
+    ahead = loop.run_in_executor(None, next, batches, None)  # decoding overlaps sending
+    try:
+        while (batch := await ahead) is not None:
+            ahead = loop.run_in_executor(None, next, batches, None)
+            await session.replay(batch)
+    finally:
+        if not ahead.done():  # the snapshot is closed next: let the thread finish with it
+            await asyncio.wait([ahead])
 
 
 async def resume_session(rt: Runtime, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
