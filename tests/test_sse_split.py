@@ -103,6 +103,24 @@ async def test_every_single_cut() -> None:
         assert await split([STREAM[:cut], STREAM[cut:]]) == EXPECTED, cut
 
 
+async def test_one_event_per_frame() -> None:
+    """As the vendors send: each frame one whole event (the common case, read fastest)."""
+    frames = [
+        b"data: " + data(1) + b"\n\n",
+        b"event: message\ndata: " + data(2) + b"\n\n",
+        b"id: 3\ndata: " + data(3) + b"\n\n",
+        b": note\ndata: " + data(4) + b"\n\n",
+        b"data: \n\n",  # empty: nothing
+        b"data:" + data(5) + b"\n\n",  # no space
+        b"data\ndata: " + data(6) + b"\n\n",  # two data lines: one payload, "\n" first
+        b"retry: 9\ndata: " + data(7) + b"\n\n",
+        b"data: [DONE]\n\n",
+    ]
+    got = await split(frames)
+    assert got[:5] == [Event(1), Event(2), Event(3), Event(4), Event(5)]
+    assert got[5:] == [Event(6), Event(7)]
+
+
 async def test_invalid_utf8_reads_as_replacement_characters() -> None:
     assert await split([b'data: {"text": "a\xffb"}\n\n']) == [Event(0, "a\ufffdb")]
 

@@ -256,8 +256,8 @@ class _ChunkAssembler:
                 continue
             delta = choice.delta or _EMPTY_DELTA
             # vLLM/DeepSeek send ``reasoning_content``; Ollama/OpenRouter ``reasoning``.
-            thought = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
-            if isinstance(thought, str) and thought:
+            thought = delta.reasoning_content or delta.reasoning
+            if thought:
                 events.append(ThinkingDelta(thought))
             if delta.content:
                 events.append(TextDelta(delta.content))

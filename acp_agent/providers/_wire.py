@@ -288,6 +288,19 @@ class EventStream(Generic[E]):
         rest = b""  # the unfinished line
         first = True
         async for chunk in self._body():
+            if not rest and not data and chunk.endswith(b"\n\n") and b"\r" not in chunk:
+                # one whole event in the frame, as the vendors send them: its data line
+                line = chunk if chunk.startswith(b"data: ") else chunk[chunk.find(b"\n") + 1 :]
+                if (
+                    line.startswith(b"data: ")
+                    and line.find(b"\n") == len(line) - 2
+                    and not (first and chunk.startswith(_BOM))
+                    and (chunk is line or chunk.startswith((b"event:", b"id:", b":")))
+                ):
+                    first = False
+                    if len(line) > 8 and (event := decode(line[6:-2])) is not None:
+                        yield event
+                    continue
             if first:
                 first, chunk = False, chunk.removeprefix(_BOM)
             if rest:
