@@ -72,33 +72,70 @@ def warm(config: Config) -> None:
         sys.setswitchinterval(interval)
 
 
+class _Texts:
+    """Chunks being merged: the first one's notification and every text so far."""
+
+    __slots__ = ("first", "texts")
+
+    def __init__(self, first: t.SessionNotification, texts: list[str]) -> None:
+        self.first = first
+        self.texts = texts
+
+
+def _plain_text(n: t.SessionNotification) -> str | None:
+    """The text of a message or thought chunk with nothing but text, else ``None``."""
+    u = n.update
+    if type(u) not in (t.AgentMessageChunk, t.AgentThoughtChunk) or n.meta is not UNSET:
+        return None
+    c = u.content  # type: ignore[union-attr]
+    if type(c) is not t.TextContent or u.meta is not UNSET or c.meta is not UNSET:
+        return None
+    return c.text if c.annotations is UNSET else None
+
+
+class ChunkMerger:
+    """Plain text chunks of the same kind, session and message merge; nothing else does.
+    Texts are kept in a list while merging (joined once, when the merged one is sent)."""
+
+    def merge(self, held: t.SessionNotification | _Texts, new: t.SessionNotification) -> Any:
+        first = held.first if isinstance(held, _Texts) else held
+        text = _plain_text(new)
+        if (
+            text is None
+            or type(new.update) is not type(first.update)
+            or new.session_id != first.session_id
+            or new.update.message_id != first.update.message_id  # type: ignore[union-attr]
+        ):
+            return None
+        if isinstance(held, _Texts):
+            held.texts.append(text)
+            return held
+        earlier = _plain_text(held)
+        return None if earlier is None else _Texts(held, [earlier, text])
+
+    def done(self, held: t.SessionNotification | _Texts) -> t.SessionNotification:
+        if not isinstance(held, _Texts):
+            return held
+        first = held.first.update
+        assert isinstance(first, t.AgentMessageChunk | t.AgentThoughtChunk)
+        content = t.TextContent(text="".join(held.texts))
+        update = type(first)(content=content, message_id=first.message_id)
+        return t.SessionNotification(session_id=held.first.session_id, update=update)
+
+
 def merge_chunks(held: Any, new: Any) -> t.SessionNotification | None:
     """Two ``session/update`` notifications as one, when both are plain text chunks of
     the same kind, session and message (no annotations, no ``_meta``); else ``None``."""
-    a, b = held.update, new.update
-    if (
-        type(a) is not type(b)
-        or type(a) not in (t.AgentMessageChunk, t.AgentThoughtChunk)
-        or held.session_id != new.session_id
-        or a.message_id != b.message_id
-        or type(a.content) is not t.TextContent
-        or type(b.content) is not t.TextContent
-        or not (a.meta is b.meta is held.meta is new.meta is UNSET)
-        or not (a.content.annotations is b.content.annotations is UNSET)
-        or not (a.content.meta is b.content.meta is UNSET)
-    ):
-        return None
-    text = t.TextContent(text=a.content.text + b.content.text)
-    return t.SessionNotification(
-        session_id=held.session_id, update=type(a)(content=text, message_id=a.message_id)
-    )
+    merger = ChunkMerger()
+    merged = merger.merge(held, new)
+    return None if merged is None else merger.done(merged)
 
 
 def wire(config: Config, connection: Connection, env: Mapping[str, str] = os.environ) -> Agent:
     """The agent on ``connection``: its routes, the warm-up started once the
     ``initialize`` reply is written, chunk coalescing if ``env`` asks for it."""
     if env.get(COALESCE_ENV, "") not in ("", "0"):
-        connection.coalesce["session/update"] = merge_chunks
+        connection.coalesce["session/update"] = ChunkMerger()
     agent = Agent(config, ClientProxy(connection), functools.partial(warm, config))
     routes = agent.routes()
     initialize = routes["initialize"]

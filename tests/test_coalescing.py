@@ -17,7 +17,7 @@ from acp_agent.errors import InvalidParams
 from acp_agent.protocol import types as t
 from acp_agent.rpc.connection import Connection
 from acp_agent.rpc.framing import LineReader
-from acp_agent.server import COALESCE_ENV, merge_chunks
+from acp_agent.server import COALESCE_ENV, ChunkMerger, merge_chunks
 
 from .fakes.llm_server import Burst, FakeLLMServer
 from .harness import AgentProcess
@@ -63,7 +63,7 @@ def texts(messages: list[dict[str, Any]]) -> list[str]:
 def wire() -> tuple[Connection, Sink]:
     received = Sink()
     connection = Connection(LineReader(), received)
-    connection.coalesce["session/update"] = merge_chunks
+    connection.coalesce["session/update"] = ChunkMerger()
     return connection, received
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -134,8 +134,17 @@ class _InFlight:
         self.cancel_requested = False
 
 
-Merge = Callable[[Any, Any], Any]
-"""``(held params, new params) -> merged params``, or ``None`` when they do not merge."""
+class Coalescer(Protocol):
+    """How notifications of one method merge (see :attr:`Connection.coalesce`)."""
+
+    def merge(self, held: Any, params: Any) -> Any:
+        """``held`` (params, or what an earlier merge returned) with ``params`` merged in,
+        or ``None`` when they do not merge."""
+        ...
+
+    def done(self, held: Any) -> Any:
+        """The params to send for what is held."""
+        ...
 
 
 class Connection:
@@ -157,10 +166,10 @@ class Connection:
         self._sent = 0
         self._closing = False  # close() has begun: new outgoing requests fail at once
         self._closed = False
-        self.coalesce: dict[str, Merge] = {}
+        self.coalesce: dict[str, Coalescer] = {}
         """Notifications that may be merged (by method): one sent while another of its
-        method waits to be written in the same loop turn is merged into it when
-        ``merge`` says they merge; the held one leaves when the loop turns, or before
+        method waits to be written in the same loop turn is merged into it when the
+        coalescer says they merge; the held one leaves when the loop turns, or before
         anything else is written. Nothing waits longer than the code that wrote it."""
         self._held: tuple[str, Any] | None = None
 
@@ -353,7 +362,7 @@ class Connection:
             return
         held = self._held
         if held is not None and held[0] == method:
-            merged = self.coalesce[method](held[1], params)
+            merged = self.coalesce[method].merge(held[1], params)
             if merged is not None:
                 self._held = (method, merged)
         else:
@@ -376,7 +385,8 @@ class Connection:
         """Write the held notification, if any."""
         held, self._held = self._held, None
         if held is not None:
-            line = self._encoder.encode(_Notification("2.0", held[0], held[1])) + b"\n"
+            params = self.coalesce[held[0]].done(held[1])
+            line = self._encoder.encode(_Notification("2.0", held[0], params)) + b"\n"
             self._writer.write_line(line)
 
     async def request(self, method: str, params: Any, result_type: type[R]) -> R:
