@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import threading
 import weakref
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -60,12 +61,15 @@ class Runtime:
         """The client's own sessions open in this process (subagents live elsewhere)."""
         self._warm = warm
         self._warming: asyncio.Future[None] | None = None
+        self.opened = threading.Event()
+        """Set once a session is open here (the warm-up imports the SDK after that)."""
         self._waiting = 0  # turns waiting for the warm-up
         self._prepared: set[str] = set()  # models whose provider readied its first request
         self._prebuilt: weakref.WeakKeyDictionary[Session, tuple[str, str, str]] = (
             weakref.WeakKeyDictionary()
         )  # a session's system prompt built before its first turn, with its mode and model
         self._store: Store | None = None
+        self._store_lock = threading.Lock()
         self._providers: dict[str, ModelProvider] = {}
         self._server_limits: dict[str, ServerLimits | None] = {}
         self._rules: dict[str, Rules] = {}
@@ -77,14 +81,26 @@ class Runtime:
 
     @property
     def store(self) -> Store:
-        """The sessions on disk, listed through their index (``sessionindex``)."""
+        """The sessions on disk, listed through their index (``sessionindex``). Built on
+        first use, by the loop or the warm-up thread, whichever comes first."""
         if self._store is None:
-            from .sessionindex import SessionIndex
-            from .store import Store
+            with self._store_lock:
+                if self._store is None:
+                    from .sessionindex import SessionIndex
+                    from .store import Store
 
-            state_dir = self.config.state_dir or default_state_dir()
-            self._store = Store(state_dir, index=SessionIndex(state_dir))
+                    state_dir = self.config.state_dir or default_state_dir()
+                    self._store = Store(state_dir, index=SessionIndex(state_dir))
         return self._store
+
+    def _ready_store(self) -> None:
+        """The store and its index open (a worker thread): ``session/new`` does not wait
+        for the database."""
+        from .sessionindex import SessionIndex
+
+        index = self.store.index
+        if isinstance(index, SessionIndex):
+            index.open()
 
     @property
     def subagents(self) -> Subagents:
@@ -340,12 +356,14 @@ class Runtime:
         if self._warming is None and self._warm is not None:
             self._warming = asyncio.ensure_future(self._warm_up(self._warm))
         if session is not None:
+            self.opened.set()
             self.background(self._prepare_session(session))
 
     async def _warm_up(self, warm: Callable[[], None]) -> None:
         loop = asyncio.get_running_loop()
         try:
             start = loop.time()
+            await loop.run_in_executor(None, self._ready_store)
             await loop.run_in_executor(None, warm)
             imported = loop.time()
             await self.prepare_model(self.config.model)

@@ -3,12 +3,13 @@ stdin closes, and warms what the first prompt will need.
 
 Warm-up happens here, not in a registry that happens to be imported early: once the
 ``initialize`` reply is written (or, for a client that never sends ``initialize``, after
-the first session response), a worker thread imports the turn engine, the tools and the
-configured model's provider and SDK, and the provider readies its first request
-(``Runtime.warm_up``). No other model's SDK is imported; no request reaches the model's
-server before the first prompt. While the thread imports, the interpreter switches
-threads every :data:`WARM_SWITCH_INTERVAL` seconds rather than 5 ms, so the event loop
-answers ``session/new`` as fast as ever.
+the first session response), a worker thread opens the session index and imports what
+``session/new`` needs; once the first session is open (or a moment later) it imports the
+turn engine, the tools and the configured model's SDK and provider; then the provider
+readies its first request (``Runtime.warm_up``). No other model's SDK is imported; no
+request reaches the model's server before the first prompt. While the thread imports,
+the interpreter switches threads every :data:`WARM_SWITCH_INTERVAL` seconds rather than
+5 ms, so the event loop stays responsive.
 
 ``ACP_AGENT_COALESCE_CHUNKS=1`` lets the connection merge the text of message and thought
 chunks of one message that are sent within one turn of the event loop (all that one read
@@ -19,10 +20,10 @@ pay per message; the first chunk of a burst waits for nothing (see :func:`merge_
 from __future__ import annotations
 
 import asyncio
-import functools
 import importlib
 import os
 import sys
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,14 +37,18 @@ from .rpc.framing import open_stdio
 
 COALESCE_ENV = "ACP_AGENT_COALESCE_CHUNKS"
 WARM_SWITCH_INTERVAL = 0.0005
+WARM_GRACE = 0.1
 
-#: What ``session/new`` needs, then what every first prompt needs, whatever the model.
-WARM_MODULES = (
+#: What ``session/new`` needs (imported at once), then what every first prompt needs,
+#: whatever the model (after the first session response, with the model's SDK).
+SESSION_MODULES = (
     "acp_agent.session",
     "acp_agent.store",
     "acp_agent.sessionindex",
     "acp_agent.instructions",
     "acp_agent.commands",
+)
+WARM_MODULES = (
     "acp_agent.turn",
     "acp_agent.toolcall",
     "acp_agent.tools",
@@ -55,13 +60,20 @@ WARM_MODULES = (
 )
 
 
-def warm(config: Config) -> None:
-    """Import what the first prompt needs (call from a worker thread)."""
+def warm(config: Config, opened: threading.Event) -> None:
+    """Import what the first prompt needs (call from a worker thread): what ``session/new``
+    needs, then, once a session is open (``opened``, set after its response) or after
+    :data:`WARM_GRACE` seconds, the turn engine and the configured model's SDK: an
+    editor's ``session/new`` right after ``initialize`` never shares the processor with
+    them."""
     from .providers import spec
 
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, WARM_SWITCH_INTERVAL))
     try:
+        for module in SESSION_MODULES:
+            importlib.import_module(module)
+        opened.wait(WARM_GRACE)
         for module in (*WARM_MODULES, *spec(config.provider).warm):
             importlib.import_module(module)
         from .tools import builtin_tools
@@ -136,7 +148,7 @@ def wire(config: Config, connection: Connection, env: Mapping[str, str] = os.env
     ``initialize`` reply is written, chunk coalescing if ``env`` asks for it."""
     if env.get(COALESCE_ENV, "") not in ("", "0"):
         connection.coalesce["session/update"] = ChunkMerger()
-    agent = Agent(config, ClientProxy(connection), functools.partial(warm, config))
+    agent = Agent(config, ClientProxy(connection), lambda: warm(config, agent.rt.opened))
     routes = agent.routes()
     initialize = routes["initialize"]
 

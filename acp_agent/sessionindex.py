@@ -74,6 +74,14 @@ class SessionIndex:
         self.rebuilt = 0
         """Full reconciliations with the directory so far (tests and benchmarks read it)."""
 
+    def open(self) -> None:
+        """Open (or create) the database now rather than on first use; never raises."""
+        try:
+            with self._lock:
+                self._current()
+        except (OSError, sqlite3.Error) as exc:
+            log.debug("the session index cannot be opened", error=str(exc))
+
     # ------------------------------------------------------------------ listing
 
     def page(

@@ -1,29 +1,38 @@
 """Benchmarks of the agent as editors see it: a fresh ``acp-agent`` process per sample.
 
     python tools/bench.py                  # everything, medians over --runs spawns
-    python tools/bench.py --only startup   # one measure (startup, stream, cancel, exit, encode,
-                                           # load, sse)
+    python tools/bench.py --only startup   # one measure (see --help for the list)
+    python tools/bench.py --before REV     # also the agent at git revision REV (list, load)
 
-Measures (medians):
-  startup   spawn -> ``initialize`` reply; ``session/new`` round trip; RSS after start
-  stream    chunks/s end to end and agent CPU per chunk, on the offline model (script)
-            and through the real OpenAI SDK against the local fake server (tests/fakes);
-            time to first chunk; peak RSS after the provider loaded
-  cancel    ``session/cancel`` -> ``cancelled`` response while streaming
-  exit      stdin closed -> process gone (during a running turn)
-  encode    in-process agent CPU to encode and write one ``session/update``
-  load      ``session/load`` of a 1,000-turn session (replay streamed, then the response)
-  sse       in-process agent CPU per chunk to decode a streamed reply through the real
-            SDKs' ``with_streaming_response`` against the fake server: providers/_wire.py
-            (httpx-sse + msgspec), the hand-written parser it replaced (+ msgspec), and the
-            SDK's own pydantic models; both vendors; the reply in one HTTP chunk frame
-            (``body``) or one frame per SSE event (``event``, as the vendors send)
-  context   the fixed overhead of every request in tokens; a 60-call session against a
-            40 k-token window: peak request, summaries, stubs (bench_context.py)
-  cost      input cost of a scripted 10-turn coding session with prompt caching on and off,
-            per provider, against the fake server billing as the vendors do (bench_cost.py)
+Measures (medians; baselines interleaved with what they are the baseline of):
+  startup     spawn -> ``initialize`` reply, ``session/new``, RSS, of the agent installed
+              from a wheel built from this checkout, against tools/minimal_agent.py (the
+              cheapest Python ACP agent) on the same interpreter
+  stream      CPU per text delta and deltas/s through the real SDKs against
+              tools/bench_server.py, one HTTP frame per SSE event (written and drained one
+              by one, as the vendors send) and the whole reply in one frame, against
+              tools/minimal_relay.py (the floor: httpx2 -> SSE lines -> msgspec -> ACP
+              line); and the offline model (bench_stream.py)
+  first       time to the first chunk of a process's first prompt, sent 3 s after
+              ``initialize`` (against a warm prompt) and at once (against ``import <sdk>``)
+  coalesce    ACP_AGENT_COALESCE_CHUNKS off and on: updates per reply, CPU, deltas/s
+  concurrent  50 sessions of one process streaming at once, against one session alone
+  list        ``session/list`` over 5,000 and 100,000 stored sessions (bench_store.py)
+  load        ``session/load`` of a 10,000-turn session: time and peak RSS
+  cancel      ``session/cancel`` -> ``cancelled`` response while streaming
+  exit        stdin closed -> process gone (during a running turn)
+  encode      in-process agent CPU to encode and write one ``session/update``
+  sse         in-process CPU per chunk to decode a streamed reply through the real SDKs'
+              ``with_streaming_response``: providers/_wire.py (the shipped splitter), httpx-sse
+              (what it replaced, issue 17) and the SDKs' pydantic models, both framings
+  context     the fixed overhead of every request in tokens; a 60-call session against a
+              40 k-token window: peak request, summaries, stubs (bench_context.py)
+  cost        input cost of a scripted 10-turn coding session with prompt caching on and off,
+              per provider, against the fake server billing as the vendors do (bench_cost.py)
 
-Nothing here asserts: the figures go into issue notes. Loopback only.
+The run ends with the issue-17 figures as ratios to their baselines, and the machine they
+came from (with its load average: other work on it moves every figure).
+Nothing here asserts: the figures go into issue notes and the README. Loopback only.
 """
 
 from __future__ import annotations
@@ -60,9 +69,12 @@ def _rss_mb(pid: int, key: str = "VmHWM") -> float:
 class Agent:
     """A bare client: just enough JSON-RPC to drive the agent, with minimal overhead."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> None:
         self.args = args
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+        self.cwd = cwd  # ``python -m`` puts the working directory first on sys.path
         self.ids = 0
         self.waiters: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.on_update: Any = None
@@ -75,6 +87,7 @@ class Agent:
             stdout=-1,
             stderr=asyncio.subprocess.DEVNULL,
             env=self.env,
+            cwd=self.cwd,
             limit=1 << 26,
         )
         self.reader = asyncio.create_task(self._read())
@@ -148,11 +161,15 @@ def median(xs: list[float]) -> float:
 
 
 async def bench_startup(
-    runs: int, tmp: str, cmd: list[str] | None = None, prefix: str = ""
+    runs: int,
+    tmp: str,
+    cmd: list[str] | None = None,
+    prefix: str = "",
+    env: dict[str, str] | None = None,
 ) -> dict[str, float]:
     init_ms, new_ms, rss = [], [], []
     for _ in range(runs):
-        a = Agent(*(cmd or agent_cmd("--state-dir", tmp)))
+        a = Agent(*(cmd or agent_cmd("--state-dir", tmp)), env=env, cwd=tmp)
         t0 = await a.start()
         await a.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         init_ms.append((time.perf_counter() - t0) * 1000)
@@ -212,52 +229,6 @@ async def bench_stream_offline(runs: int, tmp: str, chunks: int) -> dict[str, fl
     }
 
 
-async def _spawn_fake_server(chunks: int, *flags: str) -> tuple[Any, int]:
-    server = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "tests.fakes.llm_server", "--chunks", str(chunks), *flags),
-        stdout=-1,
-        cwd=str(ROOT),
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert server.stdout
-    return server, int((await server.stdout.readline()).split()[-1])
-
-
-async def bench_stream_sdk(runs: int, tmp: str, chunks: int, vendor: str) -> dict[str, float]:
-    """Through the real SDK (``vendor`` openai or anthropic) against the local fake server."""
-    server, port = await _spawn_fake_server(chunks)
-    rates, cpus, firsts, rss = [], [], [], []
-    try:
-        for _ in range(runs):
-            model, url = (
-                ("openai:gpt-4.1", f"http://127.0.0.1:{port}/v1")
-                if vendor == "openai"
-                else ("anthropic:claude-sonnet-4-5", f"http://127.0.0.1:{port}")
-            )
-            a = Agent(
-                *agent_cmd("--state-dir", tmp, "--model", model, "--base-url", url),
-                env={"OPENAI_API_KEY": "bench", "ANTHROPIC_API_KEY": "bench"},
-            )
-            await a.start()
-            sid = await a.init_and_session(tmp)
-            await _stream_once(a, sid, chunks)  # warm-up: the SDK import and connection
-            dt, cpu, first, n = await _stream_once(a, sid, chunks)
-            rates.append(n / dt)
-            cpus.append(cpu / max(n, 1) * 1e6)
-            firsts.append(first * 1000)
-            rss.append(_rss_mb(a.proc.pid))
-            await a.close()
-    finally:
-        server.kill()
-        await server.wait()
-    return {
-        f"{vendor}_chunks_per_s": median(rates),
-        f"{vendor}_cpu_us_per_chunk": median(cpus),
-        f"{vendor}_first_chunk_ms": median(firsts),
-        f"peak_rss_mb_with_{vendor}": median(rss),
-    }
-
-
 async def bench_cancel_and_exit(runs: int, tmp: str) -> dict[str, float]:
     script = Path(tmp) / "cancel.json"
     script.write_text(json.dumps([[{"text": "w " * 2_000_000}]] * (runs * 2)))
@@ -289,37 +260,6 @@ async def bench_cancel_and_exit(runs: int, tmp: str) -> dict[str, float]:
     }
 
 
-async def bench_load(runs: int, tmp: str, turns: int = 1000) -> dict[str, float]:
-    """``session/load`` of a 1,000-turn session (built with the store API): request ->
-    response, after the whole replay streamed to the client."""
-    from acp_agent.store import Store
-    from tests.test_session_store import build_session
-
-    state = os.path.join(tmp, "load-state")
-    build_session(Store(state), "sess_bench_load", turns, cwd=tmp)
-    times, updates = [], 0
-    for _ in range(runs):
-        a = Agent(*agent_cmd("--state-dir", state))
-        await a.start()
-        await a.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        count = 0
-
-        def on_update(line: bytes) -> None:
-            nonlocal count
-            count += 1
-
-        a.on_update = on_update
-        t0 = time.perf_counter()
-        result = await a.request(
-            "session/load", {"sessionId": "sess_bench_load", "cwd": tmp, "mcpServers": []}
-        )
-        times.append((time.perf_counter() - t0) * 1000)
-        assert "result" in result, result
-        updates = count
-        await a.close()
-    return {"load_1000_turns_ms": median(times), "load_replayed_updates": updates}
-
-
 def bench_encode(n: int = 200_000) -> dict[str, float]:
     """Agent CPU to build, encode and write one agent_message_chunk (to /dev/null)."""
     from acp_agent.protocol import types as t
@@ -348,36 +288,25 @@ def bench_encode(n: int = 200_000) -> dict[str, float]:
 
 def _sse_decoders() -> dict[str, Any]:
     """The decoders ``--only sse`` compares on the same SDK response: ``EventStream`` as
-    shipped (httpx-sse, then msgspec), the hand-written SSE parser it replaced (issue 13)
-    feeding the same msgspec decoding, and the SDK's own pydantic models (``parse()``)."""
+    shipped (the body's bytes split, msgspec on each payload), httpx-sse feeding the same
+    msgspec decoding (what issue 17 replaced; a dev dependency now), and the SDK's own
+    pydantic models (``parse()``)."""
     from acp_agent.providers._wire import EventStream
 
-    class HandParsedStream(EventStream):
+    class HttpxSseStream(EventStream):  # type: ignore[type-arg]
         async def _events(self) -> Any:
-            data: list[str] = []
-            async for line in self._response.iter_lines():
-                if line.startswith("data:"):
-                    data.append(line[6:] if line.startswith("data: ") else line[5:])
-                    if len(data) == 1 and data[0].startswith("{") and data[0].endswith("}"):
-                        event = self._decode(data.pop())  # one line, one event: decode now
-                        if event is not None:
-                            yield event
-                    continue
-                if line or not data:
-                    continue  # comments, event names, ids
-                event = self._decode("\n".join(data))
-                data.clear()
-                if event is not None:
-                    yield event
-            if data and (event := self._decode("\n".join(data))) is not None:
-                yield event
+            from httpx_sse import EventSource
 
-    class SDKModelsStream(EventStream):
+            async for sse in EventSource(self._response.http_response).aiter_sse():
+                if sse.data and (event := self._decode(sse.data)) is not None:
+                    yield event
+
+    class SDKModelsStream(EventStream):  # type: ignore[type-arg]
         async def _events(self) -> Any:
             async for event in await self._response.parse():
                 yield event
 
-    return {"httpx_sse": EventStream, "hand": HandParsedStream, "sdk": SDKModelsStream}
+    return {"bytes": EventStream, "httpx_sse": HttpxSseStream, "sdk": SDKModelsStream}
 
 
 def _sse_target(vendor: str, url: str) -> tuple[Any, Any, Any, Any]:
@@ -396,8 +325,8 @@ def _sse_target(vendor: str, url: str) -> tuple[Any, Any, Any, Any]:
 async def bench_sse(runs: int, chunks: int) -> dict[str, Any]:
     """µs of this process's CPU (``time.process_time``) per chunk, from the request through
     the SDK to the last event decoded; medians over ``runs`` rounds (after a warm-up round)
-    that run each decoder once, in turn first and last. ``minus_hand``: the median of the
-    per-round differences. The fake server runs in its own process: its CPU is not counted."""
+    that run each decoder once, in turn first and last. ``bytes_minus_httpx_sse``: the median of the
+    per-round differences. The server runs in its own process: its CPU is not counted."""
     from acp_agent.conversation import TextPart, UserMessage
     from acp_agent.providers.base import ModelRequest
 
@@ -405,8 +334,10 @@ async def bench_sse(runs: int, chunks: int) -> dict[str, Any]:
     request = ModelRequest(system="", messages=[UserMessage([TextPart("go")])])
     sdk_runs = max(3, runs // 4)  # the SDK's models are slow: fewer rounds
     out: dict[str, Any] = {"sse_chunks": chunks, "sse_runs": runs, "sse_sdk_runs": sdk_runs}
-    for framing, flags in (("body", ()), ("event", ("--per-event",))):
-        server, port = await _spawn_fake_server(chunks, *flags)
+    from bench_stream import spawn_server
+
+    for framing in ("body", "event"):
+        server, port = await spawn_server(chunks, framing)
         try:
             for vendor in ("openai", "anthropic"):
                 provider, create, struct, check = _sse_target(vendor, f"http://127.0.0.1:{port}")
@@ -431,44 +362,81 @@ async def bench_sse(runs: int, chunks: int) -> dict[str, Any]:
                 out[f"{key}_events_decoded"] = "/".join(map(str, sorted(events)))
                 for name, samples in cpu.items():
                     out[f"{key}_{name}_us_per_chunk"] = f"{median(samples):.2f}"
-                diffs = [a - b for a, b in zip(cpu["httpx_sse"], cpu["hand"], strict=True)]
-                out[f"{key}_httpx_sse_minus_hand_us"] = f"{median(diffs):+.2f}"
+                diffs = [a - b for a, b in zip(cpu["bytes"], cpu["httpx_sse"], strict=True)]
+                out[f"{key}_bytes_minus_httpx_sse_us"] = f"{median(diffs):+.2f}"
         finally:
             server.kill()
             await server.wait()
     return out
 
 
+def _before(rev: str | None, tmp: str) -> Any:
+    """A launcher of the agent at git revision ``rev`` (an export of it), or ``None``."""
+    if not rev:
+        return None
+    import subprocess
+
+    root = os.path.join(tmp, "before")
+    os.makedirs(root)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True,
+                             check=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", root], input=archive, check=True)
+
+    def launch(*extra: str) -> Agent:  # cwd: ``-m`` puts it first on sys.path
+        return Agent(sys.executable, "-m", "acp_agent", *extra, env={"PYTHONPATH": root},
+                     cwd=root)  # fmt: skip
+
+    return launch
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    import bench_store
+    import bench_stream
+    from bench_summary import install_wheel
+
     out: dict[str, Any] = {}
+    only = args.only
     with tempfile.TemporaryDirectory() as tmp:
-        if args.only in (None, "startup"):
-            # interleave the baseline with ours so both see the same machine load
-            for _ in range(2):
-                ours = await bench_startup(args.runs // 2, tmp)
+        b = bench_stream.Bench(Agent, agent_cmd, median, tmp)
+        if only in (None, "startup"):
+            venv = install_wheel(tmp)
+            env = {"PYTHONPATH": ""}  # the installed package, not this checkout
+            installed = [str(venv / "bin/acp-agent"), "--state-dir", tmp]
+            minimal = [str(venv / "bin/python"), str(ROOT / "tools/minimal_agent.py")]
+            for _ in range(2):  # interleaved: both see the same machine load
+                ours = await bench_startup(args.runs // 2, tmp, installed, "installed_", env)
                 base = await bench_startup(
-                    args.runs // 2,
-                    tmp,
-                    [sys.executable, str(ROOT / "tools/minimal_agent.py")],
-                    prefix="baseline_minimal_msgspec_",
+                    args.runs // 2, tmp, minimal, "baseline_minimal_msgspec_", env
                 )
             out.update(ours)
             out.update(base)
-        if args.only in (None, "stream"):
+        if only in (None, "stream"):
             out.update(await bench_stream_offline(max(3, args.runs // 4), tmp, args.chunks))
-            for vendor in ("openai", "anthropic"):
-                out.update(await bench_stream_sdk(max(3, args.runs // 4), tmp, args.chunks, vendor))
-        if args.only in (None, "load"):
-            out.update(await bench_load(max(3, args.runs // 4), tmp))
-        if args.only in (None, "cancel", "exit"):
+            out.update(await bench_stream.bench_stream(b, max(3, args.runs // 4), args.chunks))
+        if only in (None, "first"):
+            out.update(await bench_stream.bench_first_chunk(b, max(3, args.runs // 4)))
+        if only in (None, "coalesce"):
+            out.update(await bench_stream.bench_coalesce(b, max(3, args.runs // 4), args.chunks))
+        if only in (None, "concurrent"):
+            out.update(await bench_stream.bench_concurrent(b, max(3, args.runs // 4)))
+        before = _before(args.before, tmp)
+        if only in (None, "list"):
+            launch = lambda *extra: Agent(*agent_cmd(*extra))  # noqa: E731
+            out.update(await bench_store.bench_list(3, tmp, launch, before, median))
+        if only in (None, "load"):
+            launch = lambda *extra: Agent(*agent_cmd(*extra))  # noqa: E731
+            out.update(
+                await bench_store.bench_load(3, tmp, launch, before, median, _rss_mb, 10_000)
+            )
+        if only in (None, "cancel", "exit"):
             out.update(await bench_cancel_and_exit(max(5, args.runs // 2), tmp))
-        if args.only in (None, "sse"):
+        if only in (None, "sse"):
             out.update(await bench_sse(args.runs, args.chunks))
-        if args.only in (None, "cost"):
+        if only in (None, "cost"):
             from bench_cost import bench_cost
 
             out.update(await bench_cost(tmp, Agent, agent_cmd))
-        if args.only in (None, "context"):
+        if only in (None, "context"):
             from bench_context import bench_context
 
             out.update(await bench_context(tmp, Agent, agent_cmd))
@@ -481,19 +449,31 @@ def main() -> None:
     )
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--chunks", type=int, default=20_000)
-    measures = ["startup", "stream", "cancel", "exit", "encode", "load", "sse", "cost", "context"]
+    measures = ["startup", "stream", "first", "coalesce", "concurrent", "list", "load", "cancel",
+                "exit", "encode", "sse", "cost", "context"]  # fmt: skip
     p.add_argument("--only", choices=measures)
+    p.add_argument("--before", help="git revision of the agent to compare list and load with")
     args = p.parse_args()
     _prepare()
-    results: dict[str, Any] = {}
+    from bench_summary import machine, summary
+
+    results: dict[str, Any] = {f"{k}_at_start": v for k, v in machine().items()}
     if args.only in (None, "encode"):
         results.update(bench_encode())
     if args.only != "encode":
         results.update(asyncio.run(main_async(args)))
+    results["load_average_at_end"] = machine()["load_average_1_5_15"]
     width = max(map(len, results))
     for key, value in results.items():
         shown = f"{value:,.{_decimals(value)}f}" if isinstance(value, float) else str(value)
         sys.stdout.write(f"{key:<{width}}  {shown}\n")
+    rows = summary(results)
+    if rows:
+        sys.stdout.write("\nissue 17: figure | baseline | ratio (goal)\n")
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        for r in rows:
+            sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)))
+            sys.stdout.write(f"  {r[3]}\n")
 
 
 def _decimals(value: float) -> int:
