@@ -85,6 +85,7 @@ async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
     """Stream the log's transcript to the client: read and materialized in a worker thread
     a batch at a time (a second pass over the snapshot), the next batch while this one is
     sent."""
+    from .records import bulk
     from .replay import draft_allowed, transcript_batches
 
     caps = rt.client.capabilities
@@ -92,11 +93,16 @@ async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
     batches = transcript_batches(
         snapshot.records(), lambda u: draft_allowed(u, caps), live=session.read_only, uses=uses
     )
+
+    def read() -> list[t.SessionUpdate] | None:
+        with bulk():
+            return next(batches, None)
+
     loop = asyncio.get_running_loop()
-    ahead = loop.run_in_executor(None, next, batches, None)  # decoding overlaps sending
+    ahead = loop.run_in_executor(None, read)  # the next batch is read while this one is sent
     try:
         while (batch := await ahead) is not None:
-            ahead = loop.run_in_executor(None, next, batches, None)
+            ahead = loop.run_in_executor(None, read)
             await session.replay(batch)
     finally:
         if not ahead.done():  # the snapshot is closed next: let the thread finish with it

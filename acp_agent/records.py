@@ -11,11 +11,13 @@ decode.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import time
 from collections.abc import Iterable, Iterator
 from functools import cache
-from typing import TypeAlias
+from typing import Any, TypeAlias, cast
 
 import msgspec
 
@@ -171,6 +173,21 @@ def parse(data: bytes, where: str = "session log") -> list[Record]:
     return list(_decode(data, where, 0, final=True))
 
 
+@contextlib.contextmanager
+def bulk() -> Iterator[None]:
+    """No cyclic garbage collection inside: reading a log makes a great many objects and
+    no garbage, and the collector, triggered by their number, would walk every live one
+    again and again (a third of a long load's time). Per thread of control: the first
+    to enter turns it off, its exit turns it back on."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 #: Bytes read at a time by :func:`read_records`.
 BLOCK = 1 << 20
 
@@ -180,7 +197,8 @@ def read_records(fd: int, where: str, end: int | None = None) -> Iterator[Record
     end), read a block at a time: what :func:`parse` of the whole file returns, with the
     same warnings, never the whole file in memory. ``pread``: the descriptor's offset is
     left alone."""
-    offset, rest, lines = 0, b"", 0
+    decoder = _decoder()
+    offset, rest = 0, b""
     while True:
         want = BLOCK if end is None else min(BLOCK, end - offset)
         block = os.pread(fd, want, offset) if want > 0 else b""
@@ -193,9 +211,29 @@ def read_records(fd: int, where: str, end: int | None = None) -> Iterator[Record
             rest = data
             continue
         rest = data[cut:]
-        yield from _decode(data[:cut], where, lines, final=False)
-        lines += data.count(b"\n", 0, cut)
-    yield from _decode(rest, where, lines, final=True)
+        with bulk():
+            try:
+                decoded = decoder.decode_lines(data[:cut])
+            except msgspec.DecodeError:
+                decoded = None
+        if decoded is None:  # a bad line: line by line, with its number (counted now)
+            start = offset - len(data)
+            decoded = list(_decode(data[:cut], where, _lines(fd, start), final=False))
+        yield from decoded
+    if rest:
+        yield from _decode(rest, where, _lines(fd, offset - len(rest)), final=True)
+
+
+def _lines(fd: int, end: int) -> int:
+    """How many lines the log has before byte ``end``."""
+    count = position = 0
+    while position < end:
+        block = os.pread(fd, min(BLOCK, end - position), position)
+        if not block:
+            break
+        count += block.count(b"\n")
+        position += len(block)
+    return count
 
 
 def _decode(data: bytes, where: str, before: int, *, final: bool) -> Iterator[Record]:
@@ -204,11 +242,14 @@ def _decode(data: bytes, where: str, before: int, *, final: bool) -> Iterator[Re
     if not data:
         return
     decoder = _decoder()
-    try:
-        yield from decoder.decode_lines(data)
+    with bulk():
+        try:
+            decoded = decoder.decode_lines(data)
+        except msgspec.DecodeError:
+            decoded = None
+    if decoded is not None:
+        yield from decoded
         return
-    except msgspec.DecodeError:
-        pass
     lines = data.split(b"\n")
     if not final:
         lines.pop()  # the empty piece after the last newline
@@ -246,6 +287,14 @@ class MetaFold:
 
     def feed(self, record: Record) -> None:
         meta = self.meta
+        kind = type(record)
+        if kind is Update:
+            update: Any = cast(Update, record).update
+            if type(update) is t.SessionInfoUpdate and update.title is not UNSET and meta:
+                meta.title = update.title
+            return
+        if kind is AddMessage:
+            return
         if isinstance(record, Header):
             self.meta = Meta(
                 id=self.session_id,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import msgspec
 
@@ -116,8 +117,18 @@ def restore(records: Iterable[Record]) -> State:
     in_turn = False
     history = state.history
     for record in records:
-        if isinstance(record, AddMessage):
-            message = record.message
+        kind = type(record)  # records are final classes: ``is`` is isinstance, faster
+        if kind is Update:
+            update: Any = cast(Update, record).update
+            of = type(update)
+            if of is t.AgentMessageChunk or of is t.AgentThoughtChunk:
+                state.next_message_id = _after(state.next_message_id, update.message_id)
+            elif of is t.ToolCall:
+                state.next_tool_id = _after(state.next_tool_id, update.tool_call_id)
+            elif of is t.SessionInfoUpdate and update.title is not UNSET:
+                state.title = update.title
+        elif kind is AddMessage:
+            message = cast(AddMessage, record).message
             if isinstance(message, ToolResultMessage):
                 open_calls = [c for c in open_calls if c.call_id != message.call_id]
             else:
@@ -126,14 +137,6 @@ def restore(records: Iterable[Record]) -> State:
                 if isinstance(message, AssistantMessage):
                     open_calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
             history.append(message)
-        elif isinstance(record, Update):
-            update = record.update
-            if isinstance(update, t.AgentMessageChunk | t.AgentThoughtChunk):
-                state.next_message_id = _after(state.next_message_id, update.message_id)
-            elif isinstance(update, t.ToolCall):
-                state.next_tool_id = _after(state.next_tool_id, update.tool_call_id)
-            elif isinstance(update, t.SessionInfoUpdate) and update.title is not UNSET:
-                state.title = update.title
         elif isinstance(record, Prompt):
             in_turn = True
             state.next_message_id = _after(state.next_message_id, record.message_id)
@@ -213,14 +216,17 @@ class Uses:
     def tap(self, records: Iterable[Record]) -> Iterator[Record]:
         """``records``, counted and noted on the way through."""
         last = self.last
+        count = self.count
         for record in records:
-            if isinstance(record, Update):
-                update = record.update
-                if isinstance(update, t.ToolCall | t.ToolCallUpdateSessionUpdate):
-                    last["t" + update.tool_call_id] = self.count
-                elif isinstance(update, t.CompactionUpdate | t.CompactionSummaryChunk):
-                    last["c" + update.compaction_id] = self.count
-            self.count += 1
+            if type(record) is Update:
+                update: Any = record.update
+                of = type(update)
+                if of is t.ToolCall or of is t.ToolCallUpdateSessionUpdate:
+                    last["t" + update.tool_call_id] = count
+                elif of is t.CompactionUpdate or of is t.CompactionSummaryChunk:
+                    last["c" + update.compaction_id] = count
+            count += 1
+            self.count = count
             yield record
 
 
@@ -293,7 +299,10 @@ def transcript_batches(
         return max(0, len(out) - 1)
 
     for position, record in enumerate(records):
-        if isinstance(record, Prompt | TurnEnd):
+        kind = type(record)
+        if kind is not Update and kind is not Prompt and kind is not TurnEnd:
+            continue  # the model's history, settings, usage: not shown
+        if kind is not Update:
             settle()
             end_turn()
             if last is not None and len(out) > batch:
@@ -302,11 +311,12 @@ def transcript_batches(
                     yield [final(u, base + i) for i, u in enumerate(out[:ready])]
                     del out[:ready]
                     base += ready
-            if isinstance(record, Prompt):
-                mid = record.message_id
-                out.extend(t.UserMessageChunk(content=b, message_id=mid) for b in record.blocks)
-        elif isinstance(record, Update):
-            update = record.update
+            if kind is Prompt:
+                prompt = cast(Prompt, record)
+                mid = prompt.message_id
+                out.extend(t.UserMessageChunk(content=b, message_id=mid) for b in prompt.blocks)
+        else:
+            update = cast(Update, record).update
             if isinstance(update, t.AgentMessageChunk | t.AgentThoughtChunk):
                 prior = out[-1] if out else None
                 if (

@@ -55,6 +55,7 @@ from .records import (
     Record,
     Settings,
     Update,
+    bulk,
     decode_meta,
     encode,
     encode_meta,
@@ -362,7 +363,8 @@ class Store:
                     fold.feed(record)
                     yield record
 
-            result = consume(tapped())
+            with bulk():
+                result = consume(tapped())
             if fold.meta is None:
                 raise FileNotFoundError(session_id)  # no readable header: not a session
             writer = SessionLog(self, fd, fold.meta) if fd >= 0 else None
