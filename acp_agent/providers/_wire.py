@@ -1,25 +1,31 @@
-"""Vendor streams: the SSE events split by httpx-sse, each ``data:`` payload decoded with
-msgspec into the small Structs below instead of the SDKs' pydantic models.
+"""Vendor streams: the SSE events split from the response body's bytes, each ``data:``
+payload decoded with msgspec into the small Structs below instead of the SDKs' pydantic
+models.
 
 The SDKs still do everything around a stream (request building, auth, base URL, timeouts,
 HTTP error mapping): the providers ask them for the raw streaming response
 (``with_streaming_response``) and :class:`EventStream` reads its events. The Structs carry
 the attribute names the providers' assemblers read.
 
-Why (issue 13), measured with ``python tools/bench.py --only sse``: this process's CPU per
-chunk from the request to the last event, through the real SDKs against
-tests/fakes/llm_server, 20,000 chunks sent one HTTP frame per SSE event (as the vendors
-send), medians of 20 interleaved rounds (5 for the SDK models), median of 3 runs, 2 cores:
+Why, measured with ``python tools/bench.py --only sse``: this process's CPU per chunk from
+the request to the last event, through the real SDKs against tools/bench_server.py,
+20,000 chunks, medians of 20 interleaved rounds (5 for the SDK models), 2 cores, load
+average 0.4 (issue 17):
 
-    µs/chunk                              OpenAI   Anthropic
-    SDK pydantic models                     93.2      24.8
-    httpx-sse + msgspec (this module)       10.8      10.8
-    hand-written SSE parser + msgspec       10.1       9.9   (this module until issue 13)
+    µs/chunk                         one frame per event       whole reply in one frame
+                                     OpenAI   Anthropic        OpenAI   Anthropic
+    SDK pydantic models                89.9      22.9            72.7      13.0
+    httpx-sse + msgspec (issue 13)     10.6      10.6             2.1       2.4
+    bytes split + msgspec (this)        8.2       8.0             1.2       1.2
 
-The SDKs' models cost 2-9 times the whole path. httpx-sse replaced the hand-written parser
-under the rule "at most 2 µs a chunk more": +0.71 and +0.85 µs (+0.45 and +0.65 with the
-whole reply in one frame). Figures move with machine load: during a parallel test run on
-the same cores every figure rose by up to 70% and the difference to +1.0 to +3.0 µs.
+The vendors send one HTTP frame per event, so whatever is done per frame is done per
+chunk: httpx-sse decoded every frame to text, split it into line strings and built an
+event object before msgspec saw the payload, through three more generator layers; here
+the frame's bytes are split once (a frame holding one whole event goes straight to the
+decoder) and msgspec decodes the payload bytes. What is left below the decoder is
+httpx2's and h11's per-frame work (about 6.5 µs, which the floor, tools/minimal_relay.py,
+pays as well). Figures move with machine load: during a parallel test run on the same
+cores every figure rose by up to 70%.
 """
 
 from __future__ import annotations
