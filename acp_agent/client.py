@@ -74,6 +74,7 @@ class ClientProxy:
                 session_id=session_id, tool_call=tool_call, options=list(options)
             ),
             t.RequestPermissionResponse,
+            cancel_remote=False,  # the client answers `cancelled` itself after session/cancel
         )
         return response.outcome
 

@@ -60,7 +60,7 @@ async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionRespon
 
 
 async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
-    from .replay import draft_allowed, transcript
+    from .replay import transcript
 
     require_key(rt.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
@@ -69,7 +69,7 @@ async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionRes
     if prompt is not None:
         session.set_client_prompt(prompt)
     caps = rt.client.capabilities
-    updates = transcript(records, lambda u: draft_allowed(u, caps), live=session.read_only)
+    updates = transcript(records, caps, live=session.read_only)
     await _register(rt, session, p.mcp_servers)
     await session.replay(updates)  # the whole history, then the response
     _announce_later(rt, session)

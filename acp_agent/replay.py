@@ -7,7 +7,8 @@ materialized: the chunks of one message become one chunk, a tool call becomes on
 options, commands) are left to the load response. A tool call still running when its turn
 was interrupted (the process died) is shown as failed, and terminals embedded in tool
 calls (released long ago, unknown to the new connection) become their output as text.
-Draft-only updates pass :func:`draft_allowed` for the loading client; notices are never
+Each update takes the form the loading client takes (:func:`for_client`: a draft update
+it did not advertise becomes its fallback, as it would have live); notices are never
 replayed; a compaction is one ``compaction_update`` (its patches and summary chunks
 folded in) at its original position.
 """
@@ -15,7 +16,7 @@ folded in) at its original position.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -51,21 +52,6 @@ _STATE_UPDATES = (
     t.SessionInfoUpdate,
 )
 _DONE = ("completed", "failed")
-
-
-def draft_allowed(update: t.SessionUpdate, caps: t.ClientCapabilities) -> bool:
-    """Whether a replayed update may go to a client with these capabilities. The one gate
-    for draft-only updates; notices are live-only and never replayed."""
-    if isinstance(update, t.Notice):
-        return False
-    if isinstance(update, t.CompactionUpdate | t.CompactionSummaryChunk):
-        session = caps.session
-        return isinstance(session, t.ClientSessionCapabilities) and bool(session.compaction)
-    if isinstance(update, t.PlanUpdate | t.PlanRemoved):
-        return bool(caps.plan)
-    if isinstance(update, t.SubagentUpdate | t.SessionMessage | t.SessionMessageChunk):
-        return bool(caps.subagents)
-    return True
 
 
 # --------------------------------------------------------------------------- state
@@ -186,12 +172,70 @@ def prompt_text(blocks: Iterable[t.ContentBlock]) -> str:
 
 def transcript(
     records: Iterable[Record],
-    allow: Callable[[t.SessionUpdate], bool] = lambda _: True,
+    caps: t.ClientCapabilities | None = None,
     *,
     live: bool = False,
 ) -> list[t.SessionUpdate]:
-    """The updates to replay, in order. ``live``: another process is running the session,
-    so its last turn may still be in progress (its tool calls are not failed)."""
+    """The updates to replay, in order, each in the form a client with ``caps`` takes
+    (:func:`for_client`; ``None``: as recorded). ``live``: another process is running
+    the session, so its last turn may still be in progress (its tool calls are not
+    failed)."""
+    out = _transcript(records, live=live)
+    if caps is None:
+        return [u for u in out if not isinstance(u, t.Notice)]
+    return [shown for u in out for shown in for_client(u, caps)]
+
+
+def for_client(update: t.SessionUpdate, caps: t.ClientCapabilities) -> list[t.SessionUpdate]:
+    """A recorded update as a client with ``caps`` sees it: a draft update it did not
+    advertise becomes its fallback, as it would have live (a plan document becomes the
+    classic ``plan``, a compaction its message), or nothing (notices are live-only,
+    subagents hidden)."""
+    if isinstance(update, t.Notice):
+        return []
+    if isinstance(update, t.CompactionUpdate | t.CompactionSummaryChunk):
+        session = caps.session
+        if isinstance(session, t.ClientSessionCapabilities) and bool(session.compaction):
+            return [update]
+        return _compaction_message(update)
+    if isinstance(update, t.PlanUpdate | t.PlanRemoved):
+        return [update] if caps.plan else _classic_plan(update)
+    if isinstance(update, t.SubagentUpdate | t.SessionMessage | t.SessionMessageChunk):
+        return [update] if caps.subagents else []
+    return [update]
+
+
+def _compaction_message(update: t.SessionUpdate) -> list[t.SessionUpdate]:
+    if not isinstance(update, t.CompactionUpdate):
+        return []
+    if update.status == "completed" and isinstance(update.summary, list):
+        summary = "".join(b.text for b in update.summary if isinstance(b, t.TextContent))
+        text = f"_The earlier conversation was compacted into this summary:_\n\n{summary}\n"
+    elif update.status == "failed":
+        why = update.error or "unknown error"
+        text = f"_Compaction failed: {why}. The history is unchanged._\n"
+    else:
+        return []
+    return [t.AgentMessageChunk(content=t.TextContent(text=text), message_id=update.compaction_id)]
+
+
+def _classic_plan(update: t.SessionUpdate) -> list[t.SessionUpdate]:
+    from .tools.plan import checklist_of
+
+    if isinstance(update, t.PlanRemoved):
+        return [t.Plan(entries=[])]
+    assert isinstance(update, t.PlanUpdate)
+    plan = update.plan
+    if isinstance(plan, t.PlanItems):
+        return [t.Plan(entries=plan.entries)]
+    content = getattr(plan, "content", "")
+    entries = checklist_of(content) if isinstance(content, str) else []
+    if entries:
+        return [t.Plan(entries=entries)]
+    return [t.AgentMessageChunk(content=t.TextContent(text=f"{content}\n"))] if content else []
+
+
+def _transcript(records: Iterable[Record], *, live: bool) -> list[t.SessionUpdate]:
     out: list[t.SessionUpdate] = []
     calls: dict[str, int] = {}  # tool call id -> its index in ``out``
     turn_calls: list[int] = []
@@ -250,7 +294,7 @@ def transcript(
                 out[index] = _merge(call, update)
             elif isinstance(update, t.SessionInfoUpdate):
                 info = _merge_info(info, update)
-            elif isinstance(update, _STATE_UPDATES) or not allow(update):
+            elif isinstance(update, (*_STATE_UPDATES, t.Notice)):
                 continue
             elif isinstance(update, t.CompactionSummaryChunk):
                 summaries.setdefault(update.compaction_id, []).append(update.content)

@@ -217,6 +217,20 @@ class AgentProcess:
                 await self._changed.wait_for(predicate)
         await asyncio.wait_for(_wait(), timeout)
 
+    def tool_calls(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's tool calls as a client shows them: each ``tool_call`` with its
+        updates merged in (a call may be announced while the model streams it, then
+        completed by updates)."""
+        calls: dict[str, dict[str, Any]] = {}
+        for update in self.updates_of(session_id):
+            kind = update["sessionUpdate"]
+            if kind == "tool_call":
+                calls[update["toolCallId"]] = dict(update)
+            elif kind == "tool_call_update" and update["toolCallId"] in calls:
+                calls[update["toolCallId"]].update(
+                    {k: v for k, v in update.items() if k != "sessionUpdate"})
+        return list(calls.values())
+
     def updates_of(self, session_id: str, kind: str | None = None) -> list[dict[str, Any]]:
         return [u["update"] for u in self.updates
                 if u["sessionId"] == session_id and (kind is None or u["update"]["sessionUpdate"] == kind)]

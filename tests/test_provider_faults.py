@@ -446,7 +446,7 @@ async def test_the_turn_timeout_ends_a_waiting_tool_call(
             assert response["error"]["code"] == -32603
             assert "limits.turn-timeout (1 s)" in response["error"]["message"]
             assert len(agent.client_requests) == 1  # the permission asked, never answered
-            (final,) = agent.updates_of(sid, "tool_call_update")
+            final = agent.updates_of(sid, "tool_call_update")[-1]
             assert final["status"] == "failed"
             assert "ran out of time (limits.turn-timeout = 1 s)" in json.dumps(final["content"])
             released.set()

@@ -65,7 +65,7 @@ class TestOpenAI:
             assert result["stopReason"] == "end_turn"
             assert result["usage"] == {"totalTokens": 360, "inputTokens": 320, "outputTokens": 40}
             assert text_of(agent, sid) == "Let me look. It says hello world."
-            (call,) = agent.updates_of(sid, "tool_call")
+            (call,) = agent.tool_calls(sid)
             assert call["kind"] == "read" and call["rawInput"] == {"path": "hello.txt"}
             assert agent.updates_of(sid, "tool_call_update")[-1]["status"] == "completed"
             # the second request carried the tool result back to the model

@@ -35,7 +35,7 @@ from acp_agent.records import (
     now_iso,
     parse,
 )
-from acp_agent.replay import INTERRUPTED, draft_allowed, restore, transcript
+from acp_agent.replay import INTERRUPTED, restore, transcript
 from acp_agent.session import Session, make_title
 from acp_agent.store import FLUSH_CHARS, Store, valid_id
 
@@ -401,11 +401,21 @@ class TestTranscript:
         assert isinstance(call, t.ToolCall)
         assert call.content == [_text("```\nhi\n```"), _text("exit 0")]
 
-    def test_draft_updates_are_gated(self) -> None:
-        plan = t.PlanUpdate(plan=t.PlanItems(plan_id="p", entries=[]))
-        compaction = t.CompactionUpdate(compaction_id="c", status="completed")
+    def test_draft_updates_take_the_form_the_client_takes(self) -> None:
+        """Recorded with every capability, loaded by a client with none: each update in
+        its fallback form, as it would have been shown live (and the reverse)."""
+        entry = t.PlanEntry(content="step", priority="high", status="pending")
+        plan = t.PlanUpdate(plan=t.PlanItems(plan_id="p", entries=[entry]))
+        document = t.PlanUpdate(plan=t.PlanMarkdown(plan_id="d", content="# Plan\n- [x] done"))
+        prose = t.PlanUpdate(plan=t.PlanMarkdown(plan_id="d", content="Just prose."))
+        removed = t.PlanRemoved(plan_id="p")
+        summary = [t.TextContent(text="We did things.")]
+        compaction = t.CompactionUpdate(compaction_id="c", status="completed", summary=summary)
+        failed = t.CompactionUpdate(compaction_id="f", status="failed", error="overloaded")
         notice = t.Notice(severity="info", title="hello")
-        records: list[Record] = [header(), *(Update(update=u) for u in (plan, compaction, notice))]
+        child = t.SubagentUpdate(session_id="sess_child", title="x")
+        recorded = (plan, document, prose, removed, compaction, failed, notice, child)
+        records: list[Record] = [header(), *(Update(update=u) for u in recorded)]
         plain = t.ClientCapabilities()
         everything = t.ClientCapabilities(
             plan=t.PlanCapabilities(),
@@ -414,8 +424,20 @@ class TestTranscript:
                 compaction=t.CompactionCapabilities(), notices=t.NoticeCapabilities()
             ),
         )
-        assert transcript(records, lambda u: draft_allowed(u, plain)) == []
-        assert transcript(records, lambda u: draft_allowed(u, everything)) == [plan, compaction]
+        assert transcript(records, everything) == [
+            plan, document, prose, removed, compaction, failed, child]
+        compacted = "_The earlier conversation was compacted into this summary:_\n\nWe did things.\n"
+        assert transcript(records, plain) == [
+            t.Plan(entries=[entry]),
+            t.Plan(entries=[t.PlanEntry(content="done", priority="medium", status="completed")]),
+            t.AgentMessageChunk(content=t.TextContent(text="Just prose.\n")),
+            t.Plan(entries=[]),
+            t.AgentMessageChunk(content=t.TextContent(text=compacted), message_id="c"),
+            t.AgentMessageChunk(
+                content=t.TextContent(
+                    text="_Compaction failed: overloaded. The history is unchanged._\n"),
+                message_id="f"),
+        ]
 
     def test_a_compaction_is_one_update(self) -> None:
         compaction = t.ClientCapabilities(
@@ -438,7 +460,7 @@ class TestTranscript:
             Update(update=t.CompactionUpdate(compaction_id="k1", status="completed")),
             Update(update=chunk("after", "m2")),
         ]
-        assert transcript(records, lambda u: draft_allowed(u, compaction)) == [
+        assert transcript(records, compaction) == [
             chunk("before"),
             t.CompactionUpdate(
                 compaction_id="k1",
@@ -448,8 +470,10 @@ class TestTranscript:
             chunk("after", "m2"),
         ]
         plain = t.ClientCapabilities()
-        assert transcript(records, lambda u: draft_allowed(u, plain)) == [
+        text = "_The earlier conversation was compacted into this summary:_\n\nWe did things.\n"
+        assert transcript(records, plain) == [
             chunk("before"),
+            t.AgentMessageChunk(content=t.TextContent(text=text), message_id="k1"),
             chunk("after", "m2"),
         ]
 

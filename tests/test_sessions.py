@@ -655,3 +655,50 @@ class TestValidation:
                     assert response["error"]["data"] == {"sessionId": sid}
             await agent.notify("session/cancel", {"sessionId": "sess_nope"})  # ignored
             assert (await agent.request("session/list", {})) == {"sessions": []}
+
+
+class TestReplayAcrossCapabilities:
+    SCRIPT: Script = [
+        [{"tool_call": {"name": "write_plan", "arguments": {"content": "# Plan\n- [ ] one"}}}],
+        [{"text": "planned"}],
+        [{"text": "SUMMARY of it all"}],  # the /compact summary
+    ]
+    RICH = {"session": {"compaction": {}, "notices": {}}, "plan": {}, "subagents": {}}
+
+    async def test_recorded_rich_loaded_plain_and_the_reverse(
+        self, make, workspace, state_dir
+    ) -> None:
+        """A session recorded by a client with every capability replays, to a client
+        with none, each event in its fallback form (a plan document as the classic plan,
+        the compaction as its message); the reverse keeps what was recorded."""
+        async with make(self.SCRIPT) as rich:
+            await rich.initialize(self.RICH)
+            sid = await rich.new_session(workspace)
+            await rich.prompt(sid, "plan it")
+            await rich.prompt(sid, "/compact")
+            assert rich.updates_of(sid, "plan_update") and rich.updates_of(sid, "compaction_update")
+        async with make() as plain:
+            await plain.initialize({})
+            _, replayed = await load(plain, sid, workspace)  # every line checked by the schema
+            kinds = [u["sessionUpdate"] for u in replayed]
+            assert "plan_update" not in kinds and "compaction_update" not in kinds
+            (plan,) = [u for u in replayed if u["sessionUpdate"] == "plan"]
+            assert plan["entries"] == [{"content": "one", "priority": "medium", "status": "pending"}]
+            said = "".join(u["content"]["text"] for u in replayed
+                           if u["sessionUpdate"] == "agent_message_chunk")  # fmt: skip
+            assert "compacted into this summary" in said and "SUMMARY of it all" in said
+        other = await self._recorded_plain(make, workspace)
+        async with make() as rich_again:
+            await rich_again.initialize(self.RICH)
+            _, replayed = await load(rich_again, other, workspace)
+            kinds = [u["sessionUpdate"] for u in replayed]
+            assert "plan" in kinds and "plan_update" not in kinds  # as it was shown live
+            assert "compaction_update" not in kinds
+
+    async def _recorded_plain(self, make, workspace: str) -> str:
+        async with make(self.SCRIPT) as plain:
+            await plain.initialize({})
+            sid = await plain.new_session(workspace)
+            await plain.prompt(sid, "plan it")
+            await plain.prompt(sid, "/compact")
+            return sid

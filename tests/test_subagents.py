@@ -158,7 +158,7 @@ class TestExposed:
             # the child's own stream; its answer is the tool's result; idle comes last
             assert text_of(agent, child) == "X is in hello.txt."
             assert "X is in hello.txt." not in text_of(agent, sid)
-            [call] = agent.updates_of(sid, "tool_call")
+            [call] = agent.tool_calls(sid)
             assert call["kind"] == "other" and call["title"] == "Subagent: Investigator"
             done = tool_updates(agent, sid)[-1]
             assert done["status"] == "completed"

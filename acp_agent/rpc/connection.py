@@ -344,9 +344,12 @@ class Connection:
             await asyncio.sleep(0)
         await self._writer.drain()
 
-    async def request(self, method: str, params: Any, result_type: type[R]) -> R:
+    async def request(
+        self, method: str, params: Any, result_type: type[R], *, cancel_remote: bool = True
+    ) -> R:
         """Send a request and wait for its result; a cancel of the waiter is passed on to
-        the peer with ``$/cancel_request``."""
+        the peer with ``$/cancel_request`` (unless ``cancel_remote`` is off: the peer ends
+        such a request by itself, e.g. a permission question after ``session/cancel``)."""
         if self._closing:
             raise ConnectionClosed("connection closed")
         request_id = next(self._ids)
@@ -356,7 +359,8 @@ class Connection:
         try:
             raw = await fut
         except asyncio.CancelledError:
-            if self._pending.pop(request_id, None) is not None and not self._closed:
+            abandoned = self._pending.pop(request_id, None) is not None
+            if abandoned and cancel_remote and not self._closed:
                 self._send(_Notification("2.0", CANCEL_REQUEST, {"requestId": request_id}))
             raise
         dec = self._decoders.get(result_type)

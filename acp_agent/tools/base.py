@@ -49,6 +49,8 @@ class ToolContext:
     the turn passes it without the agent's secrets (see ``childenv``)."""
     images: bool = False
     """The model accepts images (read_file returns an image as one)."""
+    prepared: Any = None
+    """What ``Tool.prepare`` worked out for this call (its ``Preview.state``)."""
     checked: dict[str, str] = field(default_factory=dict)
     """Each path the permission policy judged -> the real path it judged (symlinks
     resolved once): the tool operates on that, not on a fresh resolution."""
@@ -99,6 +101,18 @@ class CallInfo:
     locations: tuple[t.ToolCallLocation, ...] = ()
     command: str | None = None
     """The command line it runs, if it runs one (an "always" answer covers exactly it)."""
+    content: tuple[Any, ...] = ()
+    """What the user is shown before approving (``Tool.prepare``'s preview: a diff)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """What a call will do, worked out before it is approved: ``content`` (ACP tool-call
+    content, e.g. the diff) is shown with the permission question; ``state`` reaches
+    ``run`` as ``ToolContext.prepared`` (so the change approved is the change made)."""
+
+    content: list[Any] = field(default_factory=list)
+    state: Any = None
 
 
 @dataclass(slots=True)
@@ -131,6 +145,11 @@ class Tool(Protocol):
         ...
 
     def describe(self, args: Any, ctx: ToolContext) -> CallInfo: ...
+
+    async def prepare(self, args: Any, ctx: ToolContext) -> Preview | None:
+        """Work out the change before it is approved (``None``: nothing to show);
+        raises :class:`ToolError` for a call that cannot succeed."""
+        ...
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutput: ...
 
@@ -197,6 +216,9 @@ class BuiltinTool(Generic[A]):
 
     def describe(self, args: A, ctx: ToolContext) -> CallInfo:
         raise NotImplementedError
+
+    async def prepare(self, args: A, ctx: ToolContext) -> Preview | None:
+        return None
 
     async def run(self, args: A, ctx: ToolContext) -> ToolOutput:
         raise NotImplementedError
