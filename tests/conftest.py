@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from . import harness
 from .harness import AgentProcess
 from .limits import TEST
 from .schema_check import SchemaChecker
+from .timeouts import ManualTimeouts
 
 _TESTS = Path(__file__).resolve().parent
 _SLOW_DIRS = (_TESTS / "interop",)
@@ -83,3 +85,11 @@ async def agent(checker: SchemaChecker, state_dir: str) -> AsyncIterator[AgentPr
         yield proc
     finally:
         await proc.close()
+
+
+@pytest.fixture
+def manual_timeouts(monkeypatch: pytest.MonkeyPatch) -> ManualTimeouts:
+    """``asyncio.timeout()`` on a fake clock: timeouts expire on ``await expire()``."""
+    fake = ManualTimeouts()
+    monkeypatch.setattr(asyncio, "timeout", fake)
+    return fake

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,44 +14,30 @@ from acp_agent.protocol import types as t
 from acp_agent.tools import shell
 from acp_agent.tools.command import RunCommand
 
+from ..limits import eventually
+from ..procs import group_gone
 from ..schema_check import validate_def
+from ..timeouts import ManualTimeouts
 from .fake_client import FakeClient, wire
 from .raw import Raw
 
 run = Raw(RunCommand())
 
 
-def _live_members(pgid: int) -> list[int]:
-    """Processes of group ``pgid`` that are not zombies (those await their reaper)."""
-    live = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            live.append(int(pid))
-    return live
+def _pid(path: Path) -> int | None:
+    """The pid a command wrote to ``path`` (None until it has written it whole)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.endswith("\n") else None
 
 
-async def _assert_group_gone(pgid: int) -> None:
-    assert _live_members(pgid) == []
-    deadline = time.monotonic() + 5  # orphaned zombies are reaped by init, maybe lazily
-    while True:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        assert time.monotonic() < deadline, "process group still exists"
-        await asyncio.sleep(0.05)
-
-
-async def _wait_for(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.02)
+async def _pid_written(path: Path) -> int:
+    await eventually(lambda: _pid(path) is not None, f"the command writes its pid to {path}")
+    pid = _pid(path)
+    assert pid is not None
+    return pid
 
 
 # ---------------------------------------------------------------------- metadata
@@ -92,22 +78,29 @@ async def test_local_output_exit_code_cwd(ws: Path, fake, tmp_path: Path,
         await run.run({"command": "true", "cwd": "nope"}, ctx)
 
 
-async def test_local_timeout_kills_group(ws: Path, fake) -> None:
+async def test_local_timeout_kills_group(ws: Path, fake: Callable[..., FakeClient],
+                                         manual_timeouts: ManualTimeouts) -> None:
     ctx = fake().context(str(ws))
-    out = await run.run({"command": "echo $$ > pid; echo started; sleep 30 & sleep 30",
-                         "timeout_ms": 300}, ctx)
+    task = asyncio.create_task(run.run(
+        {"command": "echo started; sleep 30 & echo $$ > pid; sleep 30", "timeout_ms": 300}, ctx))
+    pgid = await _pid_written(ws / "pid")
+    await manual_timeouts.expire()  # the 0.3 s are up
+    out = await task
+    assert manual_timeouts.delays == [0.3]
     assert out.raw_output["timedOut"] is True
     assert "started" in out.text and "Timed out after 0.3 s" in out.text
-    await _assert_group_gone(int((ws / "pid").read_text()))
+    await group_gone(pgid)
 
 
-async def test_local_background_job_holding_output_does_not_hang(ws: Path, fake) -> None:
-    started = time.monotonic()
+async def test_local_background_job_holding_output_does_not_hang(
+    ws: Path, fake: Callable[..., FakeClient]
+) -> None:
+    """The shell exits while a background job holds the output pipe: after a grace
+    period (``shell.PIPE_GRACE``) the job is killed and the call returns."""
     out = await run.run({"command": "echo $$ > pid; echo hi; sleep 30 &"},
                         fake().context(str(ws)))
-    assert time.monotonic() - started < 3
     assert out.text == "hi\n\nExit code: 0"
-    await _assert_group_gone(int((ws / "pid").read_text()))
+    await group_gone(int((ws / "pid").read_text()))
 
 
 async def test_local_flood_is_bounded(ws: Path, fake) -> None:
@@ -119,18 +112,16 @@ async def test_local_flood_is_bounded(ws: Path, fake) -> None:
     assert out.text.endswith("LAST\n\nExit code: 0")
 
 
-async def test_local_cancel_kills_group(ws: Path, fake) -> None:
+async def test_local_cancel_kills_group(ws: Path, fake: Callable[..., FakeClient]) -> None:
     ctx = fake().context(str(ws))
     task = asyncio.create_task(run.run(
-        {"command": "echo $$ > pid; sleep 30 & sleep 30; echo never"}, ctx))
-    await _wait_for(lambda: (ws / "pid").exists() and (ws / "pid").read_text().strip() != "")
-    await asyncio.sleep(0.05)
-    pgid = int((ws / "pid").read_text())
+        {"command": "sleep 30 & echo $$ > pid; sleep 30; echo never"}, ctx))
+    pgid = await _pid_written(ws / "pid")  # the background job has started by then
     os.killpg(pgid, 0)  # running
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await _assert_group_gone(pgid)
+    await group_gone(pgid)
 
 
 async def test_local_signal_exit(ws: Path, fake) -> None:
@@ -166,12 +157,17 @@ async def test_terminal_route(ws: Path, fake) -> None:
     assert client.terminals["term-1"].released
 
 
-async def test_terminal_timeout_kills_outputs_releases(ws: Path, fake) -> None:
+async def test_terminal_timeout_kills_outputs_releases(
+    ws: Path, fake: Callable[..., FakeClient], manual_timeouts: ManualTimeouts
+) -> None:
     client: FakeClient = fake(terminal=True)
-    started = time.monotonic()
-    out = await run.run({"command": "echo partial; sleep 30", "timeout_ms": 300},
-                        client.context(str(ws)))
-    assert time.monotonic() - started < 4
+    task = asyncio.create_task(run.run(
+        {"command": "echo partial; echo $$ > pid; sleep 30", "timeout_ms": 300},
+        client.context(str(ws))))
+    await _pid_written(ws / "pid")
+    await manual_timeouts.expire()
+    out = await task
+    assert manual_timeouts.delays == [0.3]
     assert client.methods == ["terminal/create", "terminal/wait_for_exit", "terminal/kill",
                               "terminal/output", "terminal/release"]
     assert out.raw_output["timedOut"] is True and "partial" in out.text
@@ -180,10 +176,11 @@ async def test_terminal_timeout_kills_outputs_releases(ws: Path, fake) -> None:
     assert term.killed and term.released and term.proc.returncode is not None
 
 
-async def test_terminal_cancel_kills_and_releases(ws: Path, fake) -> None:
+async def test_terminal_cancel_kills_and_releases(ws: Path,
+                                                 fake: Callable[..., FakeClient]) -> None:
     client: FakeClient = fake(terminal=True)
     task = asyncio.create_task(run.run({"command": "sleep 30"}, client.context(str(ws))))
-    await _wait_for(lambda: "terminal/wait_for_exit" in client.methods)
+    await eventually(lambda: "terminal/wait_for_exit" in client.methods, "waiting for the exit")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -192,31 +189,36 @@ async def test_terminal_cancel_kills_and_releases(ws: Path, fake) -> None:
     assert term.released and term.proc.returncode is not None
 
 
-async def test_terminal_cancel_during_create_still_releases(ws: Path, fake) -> None:
+async def test_terminal_cancel_during_create_still_releases(
+    ws: Path, fake: Callable[..., FakeClient]
+) -> None:
     client: FakeClient = fake(terminal=True)
-    client.delay["terminal/create"] = 0.2
+    client.gates["terminal/create"] = created = asyncio.Event()  # the editor is slow
     task = asyncio.create_task(run.run({"command": "sleep 30"}, client.context(str(ws))))
-    await _wait_for(lambda: "terminal/create" in client.methods)
+    await eventually(lambda: "terminal/create" in client.methods, "terminal/create was sent")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await _wait_for(lambda: "terminal/release" in client.methods)
+    created.set()  # the terminal exists after all: it must be cleaned up
+    await eventually(lambda: "terminal/release" in client.methods, "the terminal is released")
     assert client.methods == ["terminal/create", "terminal/kill", "terminal/release"]
     assert client.terminals["term-1"].released
 
 
-async def test_terminal_release_survives_a_second_cancel(ws: Path, fake) -> None:
+async def test_terminal_release_survives_a_second_cancel(
+    ws: Path, fake: Callable[..., FakeClient]
+) -> None:
     client: FakeClient = fake(terminal=True)
-    client.delay["terminal/kill"] = 0.2
+    client.gates["terminal/kill"] = killed = asyncio.Event()  # the editor is slow to kill
     task = asyncio.create_task(run.run({"command": "sleep 30"}, client.context(str(ws))))
-    await _wait_for(lambda: "terminal/wait_for_exit" in client.methods)
+    await eventually(lambda: "terminal/wait_for_exit" in client.methods, "waiting for the exit")
     task.cancel()
-    await _wait_for(lambda: "terminal/kill" in client.methods)
+    await eventually(lambda: "terminal/kill" in client.methods, "terminal/kill was sent")
     task.cancel()  # impatient: cancel again while cleaning up
     with pytest.raises(asyncio.CancelledError):
         await task
-    await _wait_for(lambda: "terminal/release" in client.methods)
-    await _wait_for(lambda: client.terminals["term-1"].released)
+    killed.set()
+    await eventually(lambda: client.terminals["term-1"].released, "the terminal is released")
     assert client.methods[-2:] == ["terminal/kill", "terminal/release"]
 
 
