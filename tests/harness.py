@@ -34,6 +34,15 @@ class ResponseError(Exception):
         self.data = error.get("data")
 
 
+#: What a Python subprocess needs to be measured too (coverage's ``patch = subprocess``).
+COVERAGE_VARS = ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START")
+
+
+def coverage_env() -> dict[str, str]:
+    """The coverage variables of this process, for a subprocess given a minimal env."""
+    return {name: os.environ[name] for name in COVERAGE_VARS if name in os.environ}
+
+
 def agent_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACP_AGENT_", "OPENAI_", "ANTHROPIC_"))}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -146,6 +155,8 @@ class AgentProcess:
                 reply = {"jsonrpc": "2.0", "id": message["id"],
                          "error": {"code": -32603, "message": f"client handler failed: {exc!r}"}}
         await self.send(reply)
+        async with self._changed:  # what the handler did may be what a test waits for
+            self._changed.notify_all()
 
     # ---------------------------------------------------------------- sending
 
@@ -205,7 +216,8 @@ class AgentProcess:
             "sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, **kw)
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = WAIT) -> None:
-        """Wait until ``predicate()`` holds; it is checked whenever the agent sent something."""
+        """Wait until ``predicate()`` holds; it is checked whenever the agent sent something
+        and whenever a handler answered one of its requests."""
         async def _wait() -> None:
             async with self._changed:
                 await self._changed.wait_for(predicate)

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from .harness import AgentProcess
+from .limits import limit
 
 
 async def _still_serves(agent: AgentProcess) -> None:
@@ -165,7 +166,7 @@ class TestSize:
             ],
         }
         assert len(json.dumps(params)) > 64 * 1024 * 1024
-        result = await ready.request("session/prompt", params, timeout=60)
+        result = await ready.request("session/prompt", params, timeout=limit(60))
         assert result["stopReason"] == "end_turn"
         await _still_serves(ready)
 
@@ -187,7 +188,8 @@ class TestSize:
 
 class TestShutdown:
     async def test_eof_exits_promptly_during_a_turn(self, checker, state_dir, workspace, tmp_path) -> None:
-        """stdin EOF while a turn hangs: the process exits well under a second."""
+        """stdin EOF while a turn hangs: the turn is cancelled and the process exits by
+        itself, cleanly."""
         script = tmp_path / "s.json"
         script.write_text(json.dumps([[{"text": "start "}, {"hang": True}]]))
         async with AgentProcess(checker, "--state-dir", state_dir,
@@ -197,8 +199,8 @@ class TestShutdown:
             agent.start_request("session/prompt", {"sessionId": sid,
                                                    "prompt": [{"type": "text", "text": "go"}]})
             await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
-            # close() kills the agent if it has not exited within its timeout (code -9)
-            assert await agent.close(timeout=5) == 0
+            # close() kills an agent that does not exit by itself (the code is then -9)
+            assert await agent.close() == 0
 
     async def test_eof_while_streaming_leaves_only_complete_lines(
         self, checker, state_dir, workspace, tmp_path
@@ -213,6 +215,6 @@ class TestShutdown:
             agent.start_request("session/prompt", {"sessionId": sid,
                                                    "prompt": [{"type": "text", "text": "go"}]})
             await agent.wait_for(lambda: len(agent.updates_of(sid, "agent_message_chunk")) > 1000)
-            assert await agent.close(timeout=5) == 0
+            assert await agent.close() == 0
         # the harness reports any line without its newline terminator to the checker
         assert not [f for f in checker.failures if "terminator" in f]

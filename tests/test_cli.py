@@ -6,11 +6,13 @@ import subprocess
 import sys
 
 from .harness import agent_env
+from .limits import WAIT
 
 
 def acp(*args: str, stdin: str = "", cwd: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "acp_agent", *args], input=stdin, text=True,
-                          capture_output=True, env=agent_env({"NO_COLOR": "1"}), cwd=cwd, timeout=60)
+                          capture_output=True, env=agent_env({"NO_COLOR": "1"}), cwd=cwd,
+                          timeout=WAIT)
 
 
 def test_help_explains_every_flag() -> None:

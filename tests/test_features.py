@@ -15,10 +15,15 @@ import pytest
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, Usage
 from .harness import AgentProcess, ResponseError
+from .limits import WAIT
+from .procs import gone
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_MCP = str(ROOT / "tests/mcp/servers/demo.py")
 DRAFT_CAPS = {"session": {"notices": {}, "compaction": {}}, "plan": {}}
+# MCP servers start in a second or so, or in many on a busy machine: the first prompt
+# waits for them (a timer of the agent, set here to the tests' wait limit).
+MCP_START = f"[limits]\nmcp-start-timeout = {WAIT}\n"
 
 
 def _agent(checker, state_dir: str, tmp_path: Path, script: list | None = None, config: str = "",
@@ -296,7 +301,7 @@ class TestMcp:
         pid_file = tmp_path / "mcp.pid"
         script = [[{"tool_call": {"name": "mcp__demo__echo", "arguments": {"text": "hi from mcp"}}}],
                   [{"text": "done"}]]
-        agent = _agent(checker, state_dir, tmp_path, script)
+        agent = _agent(checker, state_dir, tmp_path, script, MCP_START)
         async with agent:
             await agent.initialize({"session": {"notices": {}}})
             result = await agent.request("session/new", {
@@ -311,11 +316,7 @@ class TestMcp:
             commands = agent.updates_of(sid, "available_commands_update")[-1]["availableCommands"]
             assert "mcp:demo:greet" in {c["name"] for c in commands}
             pid = int(pid_file.read_text())
-        for _ in range(100):  # after EOF the server process is gone
-            if not _alive(pid):
-                break
-            await asyncio.sleep(0.05)
-        assert not _alive(pid)
+        await gone(pid)  # after EOF the server process is gone
 
     async def test_a_server_that_fails_is_reported(self, checker, state_dir, workspace, tmp_path) -> None:
         broken = {"name": "broken", "command": sys.executable,
@@ -335,16 +336,17 @@ class TestMcp:
     async def test_mcp_prompt_as_slash_command(self, checker, state_dir, workspace, tmp_path) -> None:
         async with FakeLLMServer() as server:
             server.enqueue(Reply([Text("hello Ada"), Usage(10, 2), Finish("stop")]))
-            agent = _agent(checker, state_dir, tmp_path, None, "", "--model", "openai:gpt-4.1",
-                           "--base-url", server.openai_url)
+            agent = _agent(checker, state_dir, tmp_path, None, MCP_START, "--model",
+                           "openai:gpt-4.1", "--base-url", server.openai_url)
             agent.env["OPENAI_API_KEY"] = "k"
             async with agent:
                 await agent.initialize()
-                result = await agent.request("session/new", {"cwd": workspace, "mcpServers": [_mcp("demo")]})
+                result = await agent.request(
+                    "session/new", {"cwd": workspace, "mcpServers": [_mcp("demo")]})
                 sid = result["sessionId"]
                 await agent.wait_for(lambda: any(
-                    "mcp:demo:greet" in json.dumps(u) for u in agent.updates_of(sid, "available_commands_update")),
-                    timeout=20)
+                    "mcp:demo:greet" in json.dumps(u)
+                    for u in agent.updates_of(sid, "available_commands_update")))
                 assert (await agent.prompt(sid, "/mcp:demo:greet Ada"))["stopReason"] == "end_turn"
             assert "Please greet Ada warmly." in json.dumps(server.requests[0].body["messages"])
 
@@ -386,14 +388,6 @@ class TestEditorFileSystem:
             await agent.prompt(sid, "go")
             assert agent.client_requests == []
             assert "local" in json.dumps(agent.updates_of(sid, "tool_call_update"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class TestRememberedPermissions:
@@ -528,14 +522,14 @@ class TestEditorTerminal:
             sid = await agent.new_session(workspace)
             task = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [
                 {"type": "text", "text": "go"}]})
-            await agent.wait_for(lambda: "create" in terminals.calls)
-            await asyncio.sleep(0.2)
+            await agent.wait_for(lambda: any(r["method"] == "terminal/wait_for_exit"
+                                             for r in agent.client_requests))
             await agent.notify("session/cancel", {"sessionId": sid})
             assert (await task)["result"]["stopReason"] == "cancelled"
             await agent.wait_for(lambda: "release" in terminals.calls)
             assert "kill" in terminals.calls
-            assert await asyncio.wait_for(terminals.readers["term_1"], 5) is None  # output closed
-            assert not _alive(terminals.procs["term_1"].pid)
+            assert await asyncio.wait_for(terminals.readers["term_1"], WAIT) is None  # closed
+            await gone(terminals.procs["term_1"].pid)
 
 
 class TestAuthentication:

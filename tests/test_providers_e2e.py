@@ -22,6 +22,7 @@ from .fakes.llm_server import (
     Usage,
 )
 from .harness import AgentProcess, agent_env
+from .limits import WAIT
 
 
 @pytest.fixture
@@ -119,7 +120,7 @@ class TestOpenAI:
             await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
             await agent.notify("session/cancel", {"sessionId": sid})
             assert (await task)["result"]["stopReason"] == "cancelled"
-            await asyncio.wait_for(server.requests[0].disconnected.wait(), 5)
+            await asyncio.wait_for(server.requests[0].disconnected.wait(), WAIT)
 
     async def test_cancel_while_the_server_never_answers(self, checker, state_dir, workspace, server) -> None:
         server.enqueue(Hang())
@@ -127,7 +128,7 @@ class TestOpenAI:
             sid = await _start(agent, workspace)
             task = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [
                 {"type": "text", "text": "a"}]})
-            await asyncio.sleep(0.3)
+            await server.wait_for_requests(1)
             await agent.notify("session/cancel", {"sessionId": sid})
             assert (await task)["result"]["stopReason"] == "cancelled"
 
@@ -141,7 +142,7 @@ class TestOpenAI:
         async with openai_agent(checker, state_dir, server, "--config", str(config)) as agent:
             sid = await _start(agent, workspace)
             response = await agent.request_raw("session/prompt", {"sessionId": sid, "prompt": [
-                {"type": "text", "text": "a"}]}, timeout=20)
+                {"type": "text", "text": "a"}]})
             assert response["error"]["code"] == -32603
 
 

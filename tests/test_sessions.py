@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, ToolCall, Usage
 from .harness import AgentProcess, ResponseError
+from .limits import eventually
 
 Script = list[list[dict[str, Any]]]
 
@@ -314,10 +316,9 @@ class TestCrashes:
                 "session/prompt", {"sessionId": sid, "prompt": [text_block("again")]}
             )
             await first.wait_for(lambda: "crash" in json.dumps(first.updates_of(sid)[-1:]))
-            for _ in range(100):  # chunks are flushed within 100 ms while streaming
-                if b"crash" in log_path(state_dir, sid).read_bytes():
-                    break
-                await asyncio.sleep(0.02)
+            # chunks are flushed every 100 ms while streaming
+            await eventually(lambda: b"crash" in log_path(state_dir, sid).read_bytes(),
+                             "the chunk is in the session log")
             first.proc.kill()
             interrupted = first.updates_of(sid)[start:]
 
@@ -341,21 +342,18 @@ class TestCrashes:
     async def test_sigkill_during_a_tool_call(self, make, workspace, state_dir) -> None:
         """A tool call cut off by the crash is replayed as failed, and the conversation
         continues (the model's history gets a result for it)."""
-        script = [[{"tool_call": {"name": "run_command", "arguments": {"command": "sleep 2"}}}]]
+        pid_file = Path(workspace) / "pid"
+        command = f"echo $$ > {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; sleep 60"
+        script = [[{"tool_call": {"name": "run_command", "arguments": {"command": command}}}]]
         async with make(script, "--mode", "bypass") as first:
             await started(first)
             sid = await first.new_session(workspace)
             first.start_request(
                 "session/prompt", {"sessionId": sid, "prompt": [text_block("sleep")]}
             )
-            await first.wait_for(
-                lambda: any(
-                    u.get("status") == "in_progress"
-                    for u in first.updates_of(sid, "tool_call_update")
-                )
-            )
-            await asyncio.sleep(0.05)
+            await eventually(pid_file.exists, "the command runs")
             first.proc.kill()
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # the agent could not
         async with make([[{"text": "ok"}]]) as second:
             await started(second)
             _, replayed = await load(second, sid, workspace)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .harness import AgentProcess, ResponseError
+from .harness import AgentProcess, ResponseError, allow_first_option
 
 Script = list[list[dict[str, Any]]]
 SUBAGENTS = {"subagents": {}}
@@ -197,14 +197,28 @@ class TestExposed:
 
     async def test_parallel_spawns_run_side_by_side(self, scripted, session) -> None:
         """Two spawns in one response run concurrently; a read in between runs too."""
-        child_step = [{"sleep": 0.4}, {"text": "child answer"}]
+        command = [{"tool_call": {"name": "run_command", "arguments": {"command": "true"}}}]
+        answer = [{"text": "child answer"}]
         agent = scripted([
             [spawn("Alpha", "Do A."),
              {"tool_call": {"name": "read_file", "arguments": {"path": "hello.txt"}}},
              spawn("Beta", "Do B.")],  # parent
-            child_step, child_step,  # the two children, in whichever order they ask
+            command, command,  # the two children, in whichever order they ask
+            answer, answer,  # the two children again
             [{"text": "Both done."}],  # parent
         ])
+        asking: set[str] = set()
+        both_ask = asyncio.Event()
+
+        async def allow_once_both_ask(params: dict[str, Any]) -> dict[str, Any]:
+            """Each child's permission request waits for the other's: they run at once."""
+            asking.add(params["sessionId"])
+            if len(asking) == 2:
+                both_ask.set()
+            await both_ask.wait()
+            return allow_first_option(params)
+
+        agent.handlers["session/request_permission"] = allow_once_both_ask
         async with agent:
             sid = await session(agent, SUBAGENTS)
             assert (await agent.prompt(sid, "go"))["stopReason"] == "end_turn"

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from .harness import AgentProcess, select_kind
+from .harness import AgentProcess, allow_first_option, select_kind
+from .limits import eventually
+from .procs import group_gone
 
 Script = list[list[dict[str, Any]]]
 
@@ -79,7 +81,7 @@ class TestStreaming:
             task = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [
                 {"type": "text", "text": "go"}]})
             response = await task
-            await asyncio.sleep(0.2)
+            assert await agent.close() == 0  # everything the agent ever wrote has been read
             index = agent.messages.index(response)
             assert not [m for m in agent.messages[index + 1:] if m.get("method") == "session/update"
                         and m["params"]["update"]["sessionUpdate"] != "usage_update"]
@@ -194,10 +196,14 @@ class TestCancel:
         agent = scripted([[{"text": "quick"}]] * 20)
         async with agent:
             sid = await session(agent)
-            for _ in range(10):
+            for i in range(12):
+                before = len(agent.messages)
                 task = agent.start_request("session/prompt", {"sessionId": sid,
-                                                              "prompt": [{"type": "text", "text": "go"}]})
-                await asyncio.sleep(0.005)
+                                                              "prompt": [{"type": "text", "text": "go"}]},
+                                           id=f"race-{i}")
+                # cancel at once, or after the turn's first, second, third message
+                await agent.wait_for(lambda i=i, before=before: len(agent.messages) - before >= i % 4
+                                     or any(m.get("id") == f"race-{i}" for m in agent.messages))
                 await agent.notify("session/cancel", {"sessionId": sid})
                 response = await task
                 assert response["result"]["stopReason"] in ("end_turn", "cancelled")
@@ -217,20 +223,41 @@ class TestCancel:
 
     async def test_queued_prompts_run_in_order_and_cancel_together(self, scripted, session) -> None:
         """A second prompt on a busy session waits; session/cancel ends both."""
-        agent = scripted([[{"text": "one"}, {"sleep": 0.3}], [{"text": "two"}],
-                          [{"hang": True}], [{"text": "x"}]])
+        agent = scripted([[{"text": "one"}, {"tool_call": {"name": "run_command",
+                                                            "arguments": {"command": "true"}}}],
+                          [{"finish": "stop"}], [{"text": "two"}],
+                          [{"text": "three"}, {"hang": True}], [{"text": "x"}]])
+        gate = asyncio.Event()
+
+        async def when_the_gate_opens(params: dict[str, Any]) -> dict[str, Any]:
+            await gate.wait()
+            return allow_first_option(params)
+
+        agent.handlers["session/request_permission"] = when_the_gate_opens
+
+        def prompt(text: str) -> asyncio.Task[dict[str, Any]]:
+            return agent.start_request("session/prompt", {
+                "sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+
+        async def delivered() -> None:
+            """Everything sent so far has been read and dispatched by the agent."""
+            await agent.request("initialize", {"protocolVersion": 1})
+
         async with agent:
             sid = await session(agent)
-            first = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "1"}]})
-            await asyncio.sleep(0.05)
-            second = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "2"}]})
+            first = prompt("1")
+            await agent.wait_for(lambda: bool(agent.client_requests))  # 1 is held at the gate
+            second = prompt("2")
+            await delivered()
+            assert text_of(agent, sid) == "one" and not second.done()  # 2 waits for 1
+            gate.set()
             r1, r2 = await first, await second
             assert r1["result"]["stopReason"] == r2["result"]["stopReason"] == "end_turn"
             assert text_of(agent, sid) == "onetwo"
-            third = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "3"}]})
-            await asyncio.sleep(0.1)
-            fourth = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "4"}]})
-            await asyncio.sleep(0.1)
+            third = prompt("3")
+            await agent.wait_for(lambda: text_of(agent, sid) == "onetwothree")
+            fourth = prompt("4")
+            await delivered()
             await agent.notify("session/cancel", {"sessionId": sid})
             assert (await third)["result"]["stopReason"] == "cancelled"
             assert (await fourth)["result"]["stopReason"] == "cancelled"
@@ -329,10 +356,8 @@ class TestCancelRunningTools:
     async def test_cancel_during_a_local_command_kills_it(self, scripted, session, tmp_path) -> None:
         """session/cancel while `run_command` runs: the turn answers `cancelled` and the
         command's process group is gone."""
-        import os
-
         pidfile = tmp_path / "pid"
-        command = f"echo $$ > {pidfile}; sleep 60"
+        command = f"echo $$ > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; sleep 60"
         agent = scripted([[{"tool_call": {"name": "run_command", "arguments": {"command": command}}}],
                           [{"text": "next"}]])
         async with agent:
@@ -340,32 +365,10 @@ class TestCancelRunningTools:
             await agent.request("session/set_mode", {"sessionId": sid, "modeId": "bypass"})
             task = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [
                 {"type": "text", "text": "go"}]})
-            await agent.wait_for(lambda: any(u.get("status") == "in_progress"
-                                             for u in agent.updates_of(sid, "tool_call_update")))
-            for _ in range(100):
-                if pidfile.exists() and pidfile.read_text().strip():
-                    break
-                await asyncio.sleep(0.05)
+            await eventually(pidfile.exists, "the command runs")
             pid = int(pidfile.read_text())
             await agent.notify("session/cancel", {"sessionId": sid})
             assert (await task)["result"]["stopReason"] == "cancelled"
             assert agent.updates_of(sid, "tool_call_update")[-1]["status"] == "failed"
-            for _ in range(100):  # the container's init may reap zombies lazily
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                if _is_zombie(pid):
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                raise AssertionError(f"process {pid} still running after cancel")
+            await group_gone(pid)
             assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True

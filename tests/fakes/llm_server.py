@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, TypeAlias
 
+from ..limits import WAIT
 from .llm_wire import (
     Finish,
     Raw,
@@ -138,6 +139,7 @@ class FakeLLMServer:
         self._server: asyncio.Server | None = None
         self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._burst_cache: dict[tuple[str, int, str, str], bytes] = {}
+        self._arrived = asyncio.Event()
 
     @property
     def url(self) -> str:
@@ -151,6 +153,16 @@ class FakeLLMServer:
 
     def enqueue(self, *responses: Response) -> None:
         self._queue.extend(responses)
+
+    async def wait_for_requests(self, n: int = 1, timeout: float = WAIT) -> None:
+        """Wait until ``n`` requests have arrived (recorded in ``requests``)."""
+
+        async def arrived() -> None:
+            while len(self.requests) < n:
+                self._arrived.clear()
+                await self._arrived.wait()
+
+        await asyncio.wait_for(arrived(), timeout)
 
     async def start(self) -> FakeLLMServer:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
@@ -180,6 +192,7 @@ class FakeLLMServer:
             while (req := await _read_request(reader)) is not None:
                 if self.record:
                     self.requests.append(req)
+                    self._arrived.set()
                 resp = self._queue.popleft() if self._queue else self.default
                 if not await self._respond(req, resp, reader, writer):
                     break

@@ -25,8 +25,10 @@ from ..schema_check import validate_def
 from .conftest import SERVERS, LocalServer, Recorder, http, stdio, tool_ctx
 from .servers.demo import PNG
 
-# Real server processes (the SDK's imports take a second each): end to end.
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
+# Real server processes (the SDK's imports take a second each): end to end. One worker
+# runs the module, so its servers (module fixtures) start once.
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow,
+              pytest.mark.xdist_group("mcp-hub")]
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")

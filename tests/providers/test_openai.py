@@ -53,6 +53,7 @@ from ..fakes.llm_server import (
     ToolCall,
     Usage,
 )
+from ..limits import WAIT, limit
 from . import cancel_after_first_event, collect, collect_until_error, imports_sdk
 
 
@@ -70,7 +71,7 @@ async def server() -> AsyncIterator[FakeLLMServer]:
 
 @pytest_asyncio.fixture
 async def provider(server: FakeLLMServer) -> AsyncIterator[OpenAIProvider]:
-    p = OpenAIProvider("gpt-4.1", api_key="test-key", base_url=server.openai_url, timeout=5.0)
+    p = OpenAIProvider("gpt-4.1", api_key="test-key", base_url=server.openai_url, timeout=WAIT)
     yield p
     await p.aclose()
 
@@ -351,7 +352,7 @@ async def test_silent_server_times_out_as_connection_error(
 
 @pytest.mark.asyncio
 async def test_stall_after_output_is_a_stream_error(server: FakeLLMServer) -> None:
-    provider = OpenAIProvider("m", api_key="k", base_url=server.openai_url, timeout=0.3)
+    provider = OpenAIProvider("m", api_key="k", base_url=server.openai_url, timeout=limit(1.0))
     server.enqueue(Reply([Text("a"), Text("b")], hang_after=1))
     events, error = await collect_until_error(provider.stream(ask()))
     await provider.aclose()
