@@ -44,7 +44,11 @@ def coverage_env() -> dict[str, str]:
 
 
 def agent_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACP_AGENT_", "OPENAI_", "ANTHROPIC_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ACP_AGENT_", "OPENAI_", "ANTHROPIC_"))
+    }
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra or {})
     return env
@@ -224,8 +228,17 @@ class AgentProcess:
         await asyncio.wait_for(_wait(), timeout)
 
     def updates_of(self, session_id: str, kind: str | None = None) -> list[dict[str, Any]]:
-        return [u["update"] for u in self.updates
-                if u["sessionId"] == session_id and (kind is None or u["update"]["sessionUpdate"] == kind)]
+        return [
+            u["update"]
+            for u in self.updates
+            if u["sessionId"] == session_id
+            and (kind is None or u["update"]["sessionUpdate"] == kind)
+        ]
+
+    def kill(self) -> None:
+        """SIGKILL the agent (a crash: it cleans nothing up)."""
+        assert self.proc is not None, "agent not started"
+        self.proc.kill()
 
     async def close(self, timeout: float = WAIT) -> int | None:
         """Close stdin (EOF) and wait for the agent to exit by itself; one still running

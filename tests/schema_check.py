@@ -20,7 +20,9 @@ import jsonschema
 from referencing import Registry, Resource
 
 ROOT = Path(__file__).resolve().parent.parent
-NPM_SCHEMA = ROOT / "tests/interop/node_modules/@agentclientprotocol/sdk/schema/v1/schema.unstable.json"
+NPM_SCHEMA = (
+    ROOT / "tests/interop/node_modules/@agentclientprotocol/sdk/schema/v1/schema.unstable.json"
+)
 SHARED_SCHEMA = ROOT.parent / "shared/acp-spec/schema.unstable.json"
 
 
@@ -143,7 +145,9 @@ class SchemaChecker:
         if ("result" in m) == ("error" in m):
             return ["response must have exactly one of result/error"]
         if set(m) - {"jsonrpc", "id", "result", "error"}:
-            return [f"unexpected envelope keys {sorted(set(m) - {'jsonrpc', 'id', 'result', 'error'})}"]
+            return [
+                f"unexpected envelope keys {sorted(set(m) - {'jsonrpc', 'id', 'result', 'error'})}"
+            ]
         if "error" in m:
             errs = validate_def("Error", m["error"])
             if not errs and not m["error"].get("message"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from acp_agent.compaction import compacted_history, split_point, summary_request
 from acp_agent.conversation import (
     AssistantMessage,
+    Message,
     TextPart,
     ToolCallPart,
     ToolResultMessage,
@@ -12,8 +13,8 @@ from acp_agent.conversation import (
 )
 
 
-def _turn(n: int, with_tool: bool = False) -> list:
-    out = [UserMessage([TextPart(f"q{n}")])]
+def _turn(n: int, with_tool: bool = False) -> list[Message]:
+    out: list[Message] = [UserMessage([TextPart(f"q{n}")])]
     if with_tool:
         out += [AssistantMessage([ToolCallPart(f"c{n}", "read_file", {"path": "a"})]),
                 ToolResultMessage(f"c{n}", "read_file", [TextPart("content")])]
@@ -24,18 +25,22 @@ def _turn(n: int, with_tool: bool = False) -> list:
 def test_the_cut_keeps_whole_exchanges() -> None:
     history = _turn(1, True) + _turn(2, True) + _turn(3)
     cut = split_point(history, 1)
-    assert isinstance(history[cut], UserMessage) and history[cut].parts[0].text == "q3"
+    assert isinstance(history[cut], UserMessage) and history[cut].parts[0] == TextPart("q3")
     assert split_point(history, 5) == 0  # too short to compact
     assert split_point(history, 0) == len(history)
 
 
 def test_summary_request_drops_unanswered_calls_and_offers_no_tools() -> None:
-    history = _turn(1, True) + [UserMessage([TextPart("q2")]),
-                                AssistantMessage([TextPart("let me"), ToolCallPart("x", "grep", {})])]
+    history = [
+        *_turn(1, True),
+        UserMessage([TextPart("q2")]),
+        AssistantMessage([TextPart("let me"), ToolCallPart("x", "grep", {})]),
+    ]
     request = summary_request(history, "the API design", 1000)
     assert request.tools == [] and request.max_tokens == 1000
     last = request.messages[-1]
-    assert isinstance(last, UserMessage) and "the API design" in last.parts[0].text
+    assert isinstance(last, UserMessage) and isinstance(last.parts[0], TextPart)
+    assert "the API design" in last.parts[0].text
     calls = [p for m in request.messages if isinstance(m, AssistantMessage)
              for p in m.parts if isinstance(p, ToolCallPart)]
     assert [c.call_id for c in calls] == ["c1"]
@@ -44,4 +49,5 @@ def test_summary_request_drops_unanswered_calls_and_offers_no_tools() -> None:
 def test_compacted_history_starts_with_the_summary() -> None:
     kept = _turn(9)
     new = compacted_history("## Goals\n- ship it\n", kept)
-    assert "ship it" in new[0].parts[0].text and new[2:] == kept
+    first = new[0].parts[0]
+    assert isinstance(first, TextPart) and "ship it" in first.text and new[2:] == kept

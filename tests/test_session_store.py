@@ -12,6 +12,7 @@ import pytest
 from acp_agent import log
 from acp_agent.conversation import (
     AssistantMessage,
+    ImagePart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -173,18 +174,18 @@ class TestWriter:
         logfile = tmp_path / "agent.log"
         log.configure("warning", str(logfile))
         try:
-            writer, records = store.open("sess_1")
-            assert writer is not None
+            reopened, records = store.open("sess_1")
+            assert reopened is not None
             assert [type(r) for r in records] == [Header, Settings]
-            writer.append(Settings(mode="bypass", model="offline"))
-            writer.close()
+            reopened.append(Settings(mode="bypass", model="offline"))
+            reopened.close()
             assert restore(store.read("sess_1")).mode == "bypass"
         finally:
             log.configure("warning")
         assert "torn line" in logfile.read_text()
 
     def test_garbage_lines_are_skipped(self) -> None:
-        good = [header(), Settings(mode="ask", model="offline")]
+        good: list[Record] = [header(), Settings(mode="ask", model="offline")]
         data = encode(good[0]) + b"\x00\x00garbage\xff\n" + b'{"r":"unknown"}\n' + encode(good[1])
         assert parse(data) == good
 
@@ -263,7 +264,7 @@ class TestRestore:
             AddMessage(message=AssistantMessage([ToolCallPart("c", "run", {})])),
         ]
         history = restore(records).history
-        interrupted = [TextPart(INTERRUPTED)]
+        interrupted: list[TextPart | ImagePart] = [TextPart(INTERRUPTED)]
         assert history == [
             UserMessage([TextPart("go")]),
             AssistantMessage([a, b]),

@@ -31,10 +31,10 @@ class _ManualTimeout:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool | None:
+    ) -> None:
         assert self._real is not None
         self._owner.armed.remove(self._real)
-        return await self._real.__aexit__(exc_type, exc, tb)
+        await self._real.__aexit__(exc_type, exc, tb)
 
 
 class ManualTimeouts:

@@ -15,11 +15,11 @@ import json
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import acp
 import pytest
@@ -130,11 +130,21 @@ async def sdk_agent(
     with open(stderr_path, "wb") as stderr:
         agent: SdkAgent | None = None
         try:
+            # the SDK calls only the two methods the agent uses
             async with acp.spawn_agent_process(
-                client, sys.executable, "-m", "acp_agent", "--state-dir", state_dir,
-                env=env, cwd=tmp_path,
-                transport_kwargs={"limit": LINE_LIMIT, "stderr": stderr.fileno(),
-                                  "shutdown_timeout": WAIT},
+                cast(acp.Client, client),
+                sys.executable,
+                "-m",
+                "acp_agent",
+                "--state-dir",
+                state_dir,
+                env=env,
+                cwd=tmp_path,
+                transport_kwargs={
+                    "limit": LINE_LIMIT,
+                    "stderr": stderr.fileno(),
+                    "shutdown_timeout": WAIT,
+                },
                 observers=[events.append],
             ) as (conn, process):
                 agent = SdkAgent(conn, process, client, events, str(workspace), stderr_path)
@@ -168,7 +178,7 @@ def replay(checker: SchemaChecker, events: list[StreamEvent]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def no_sdk_errors(caplog: pytest.LogCaptureFixture):
+def no_sdk_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     caplog.set_level(logging.WARNING)
     yield
     bad = [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -156,5 +156,8 @@ def test_ts_sdk_draft_features(checker: SchemaChecker, tmp_path: Path, state_dir
     drafts = s["drafts"]
     assert drafts["notice"]["severity"] == "warning"
     assert drafts["planUpdate"]["plan"]["content"].startswith("## Plan")
-    assert drafts["compaction"][0] == "compaction_update" and "compaction_summary_chunk" in drafts["compaction"]
+    assert (
+        drafts["compaction"][0] == "compaction_update"
+        and "compaction_summary_chunk" in drafts["compaction"]
+    )
     assert s["sdkErrors"] == []

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from acp_agent.config import Config
 from acp_agent.conversation import (
     AssistantMessage,
     ImagePart,
@@ -26,7 +27,6 @@ from acp_agent.errors import (
     ProviderHTTPError,
     ProviderStreamError,
 )
-from acp_agent.config import Config
 from acp_agent.providers import make_provider
 from acp_agent.providers._anthropic import AnthropicProvider
 from acp_agent.providers.base import (
@@ -75,7 +75,9 @@ async def server() -> AsyncIterator[FakeLLMServer]:
 
 @pytest_asyncio.fixture
 async def provider(server: FakeLLMServer) -> AsyncIterator[AnthropicProvider]:
-    p = AnthropicProvider("claude-sonnet-4-5", api_key="test-key", base_url=server.url, timeout=WAIT)
+    p = AnthropicProvider(
+        "claude-sonnet-4-5", api_key="test-key", base_url=server.url, timeout=WAIT
+    )
     yield p
     await p.aclose()
 
@@ -316,7 +318,9 @@ async def test_silent_server_times_out_as_connection_error(
 
 @pytest.mark.asyncio
 async def test_stall_after_output_is_a_stream_error(server: FakeLLMServer) -> None:
-    provider = AnthropicProvider("claude-sonnet-4-5", api_key="k", base_url=server.url, timeout=limit(1.0))
+    provider = AnthropicProvider(
+        "claude-sonnet-4-5", api_key="k", base_url=server.url, timeout=limit(1.0)
+    )
     server.enqueue(Reply([Text("a"), Text("b")], hang_after=4))
     events, error = await collect_until_error(provider.stream(ask()))
     await provider.aclose()

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from acp_agent.config import from_mapping
 from acp_agent.conversation import (
     AssistantMessage,
     ImagePart,
@@ -26,6 +27,9 @@ from acp_agent.errors import (
     ProviderHTTPError,
     ProviderStreamError,
 )
+from acp_agent.providers import make_provider
+from acp_agent.providers._openai import OpenAIProvider
+from acp_agent.providers._sdk import parse_retry_after
 from acp_agent.providers.base import (
     Finished,
     ModelRequest,
@@ -35,10 +39,6 @@ from acp_agent.providers.base import (
     ToolCallStarted,
     UsageReport,
 )
-from acp_agent.providers._sdk import parse_retry_after
-from acp_agent.config import from_mapping
-from acp_agent.providers import make_provider
-from acp_agent.providers._openai import OpenAIProvider
 
 from ..fakes.llm_server import (
     FakeLLMServer,

@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,3 +243,7 @@ class FakeClient:
             await term.proc.wait()
         term.released = True
         return {}
+
+
+#: The ``fake`` fixture: ``fake(read=..., write=..., terminal=..., files=...)``.
+MakeClient = Callable[..., FakeClient]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from ..limits import eventually
 from ..procs import group_gone
 from ..schema_check import validate_def
 from ..timeouts import ManualTimeouts
-from .fake_client import FakeClient, wire
+from .fake_client import FakeClient, MakeClient, wire
 from .raw import Raw
 
 run = Raw(RunCommand())
@@ -43,7 +42,7 @@ async def _pid_written(path: Path) -> int:
 # ---------------------------------------------------------------------- metadata
 
 
-def test_title_access_permission_key(ws: Path, fake) -> None:
+def test_title_access_permission_key(ws: Path, fake: MakeClient) -> None:
     ctx = fake().context(str(ws))
     assert run.title({"command": "pytest -q"}, ctx) == "Run `pytest -q`"
     assert run.title({"command": "ls", "cwd": "src"}, ctx) == "Run `ls` in src"
@@ -60,7 +59,7 @@ def test_title_access_permission_key(ws: Path, fake) -> None:
 # ---------------------------------------------------------------------- local
 
 
-async def test_local_output_exit_code_cwd(ws: Path, fake, tmp_path: Path,
+async def test_local_output_exit_code_cwd(ws: Path, fake: MakeClient, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     client = fake(read=True, write=True)  # no terminal capability
@@ -78,7 +77,7 @@ async def test_local_output_exit_code_cwd(ws: Path, fake, tmp_path: Path,
         await run.run({"command": "true", "cwd": "nope"}, ctx)
 
 
-async def test_local_timeout_kills_group(ws: Path, fake: Callable[..., FakeClient],
+async def test_local_timeout_kills_group(ws: Path, fake: MakeClient,
                                          manual_timeouts: ManualTimeouts) -> None:
     ctx = fake().context(str(ws))
     task = asyncio.create_task(run.run(
@@ -93,7 +92,7 @@ async def test_local_timeout_kills_group(ws: Path, fake: Callable[..., FakeClien
 
 
 async def test_local_background_job_holding_output_does_not_hang(
-    ws: Path, fake: Callable[..., FakeClient]
+    ws: Path, fake: MakeClient
 ) -> None:
     """The shell exits while a background job holds the output pipe: after a grace
     period (``shell.PIPE_GRACE``) the job is killed and the call returns."""
@@ -103,7 +102,7 @@ async def test_local_background_job_holding_output_does_not_hang(
     await group_gone(int((ws / "pid").read_text()))
 
 
-async def test_local_flood_is_bounded(ws: Path, fake) -> None:
+async def test_local_flood_is_bounded(ws: Path, fake: MakeClient) -> None:
     cmd = "echo FIRST; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo LAST"
     out = await run.run({"command": cmd}, fake().context(str(ws)))
     assert out.raw_output["truncated"] is True
@@ -112,7 +111,7 @@ async def test_local_flood_is_bounded(ws: Path, fake) -> None:
     assert out.text.endswith("LAST\n\nExit code: 0")
 
 
-async def test_local_cancel_kills_group(ws: Path, fake: Callable[..., FakeClient]) -> None:
+async def test_local_cancel_kills_group(ws: Path, fake: MakeClient) -> None:
     ctx = fake().context(str(ws))
     task = asyncio.create_task(run.run(
         {"command": "sleep 30 & echo $$ > pid; sleep 30; echo never"}, ctx))
@@ -124,7 +123,7 @@ async def test_local_cancel_kills_group(ws: Path, fake: Callable[..., FakeClient
     await group_gone(pgid)
 
 
-async def test_local_signal_exit(ws: Path, fake) -> None:
+async def test_local_signal_exit(ws: Path, fake: MakeClient) -> None:
     out = await run.run({"command": "kill -TERM $$"}, fake().context(str(ws)))
     assert out.raw_output["signal"] == "SIGTERM" and out.raw_output["exitCode"] is None
     assert "Killed by signal SIGTERM" in out.text
@@ -133,7 +132,7 @@ async def test_local_signal_exit(ws: Path, fake) -> None:
 # ---------------------------------------------------------------------- editor terminal
 
 
-async def test_terminal_route(ws: Path, fake) -> None:
+async def test_terminal_route(ws: Path, fake: MakeClient) -> None:
     client: FakeClient = fake(terminal=True)
     ctx = client.context(str(ws))
     out = await run.run({"command": "echo hello; echo oops >&2; exit 2", "cwd": "src"}, ctx)
@@ -158,7 +157,7 @@ async def test_terminal_route(ws: Path, fake) -> None:
 
 
 async def test_terminal_timeout_kills_outputs_releases(
-    ws: Path, fake: Callable[..., FakeClient], manual_timeouts: ManualTimeouts
+    ws: Path, fake: MakeClient, manual_timeouts: ManualTimeouts
 ) -> None:
     client: FakeClient = fake(terminal=True)
     task = asyncio.create_task(run.run(
@@ -177,7 +176,7 @@ async def test_terminal_timeout_kills_outputs_releases(
 
 
 async def test_terminal_cancel_kills_and_releases(ws: Path,
-                                                 fake: Callable[..., FakeClient]) -> None:
+                                                 fake: MakeClient) -> None:
     client: FakeClient = fake(terminal=True)
     task = asyncio.create_task(run.run({"command": "sleep 30"}, client.context(str(ws))))
     await eventually(lambda: "terminal/wait_for_exit" in client.methods, "waiting for the exit")
@@ -190,7 +189,7 @@ async def test_terminal_cancel_kills_and_releases(ws: Path,
 
 
 async def test_terminal_cancel_during_create_still_releases(
-    ws: Path, fake: Callable[..., FakeClient]
+    ws: Path, fake: MakeClient
 ) -> None:
     client: FakeClient = fake(terminal=True)
     client.gates["terminal/create"] = created = asyncio.Event()  # the editor is slow
@@ -206,7 +205,7 @@ async def test_terminal_cancel_during_create_still_releases(
 
 
 async def test_terminal_release_survives_a_second_cancel(
-    ws: Path, fake: Callable[..., FakeClient]
+    ws: Path, fake: MakeClient
 ) -> None:
     client: FakeClient = fake(terminal=True)
     client.gates["terminal/kill"] = killed = asyncio.Event()  # the editor is slow to kill
@@ -222,7 +221,7 @@ async def test_terminal_release_survives_a_second_cancel(
     assert client.methods[-2:] == ["terminal/kill", "terminal/release"]
 
 
-async def test_terminal_output_bounded_and_truncation_reported(ws: Path, fake) -> None:
+async def test_terminal_output_bounded_and_truncation_reported(ws: Path, fake: MakeClient) -> None:
     client: FakeClient = fake(terminal=True)
     out = await run.run({"command": "head -c 200000 /dev/zero | tr '\\0' y; echo; echo END"},
                         client.context(str(ws)))
@@ -231,7 +230,7 @@ async def test_terminal_output_bounded_and_truncation_reported(ws: Path, fake) -
     assert out.text.endswith("END\n\nExit code: 0")
 
 
-async def test_terminal_errors(ws: Path, fake) -> None:
+async def test_terminal_errors(ws: Path, fake: MakeClient) -> None:
     client: FakeClient = fake(terminal=True)
     client.fail["terminal/create"] = RemoteError(-32603, "no shells today")
     with pytest.raises(ToolError, match="no shells today"):

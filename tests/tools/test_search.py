@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from acp_agent.errors import ToolError
-from acp_agent.tools import Tool, search
+from acp_agent.tools import search
 from acp_agent.tools._common import glob_regex, split_glob
 from acp_agent.tools.search import Glob, Grep, ListDirectory
 
-from .fake_client import wire
+from .fake_client import MakeClient, wire
 from .raw import Raw
 
 ls, glob, grep = Raw(ListDirectory()), Raw(Glob()), Raw(Grep())
@@ -33,7 +33,7 @@ def tree(ws: Path) -> Path:
 # ---------------------------------------------------------------------- list_directory
 
 
-async def test_list_directory(tree: Path, fake) -> None:
+async def test_list_directory(tree: Path, fake: MakeClient) -> None:
     client = fake(read=True, write=True, terminal=True)
     ctx = client.context(str(tree))
     out = await ls.run({"path": "."}, ctx)
@@ -53,7 +53,9 @@ async def test_list_directory(tree: Path, fake) -> None:
     assert (await ls.run({"path": "empty"}, ctx)).text == "(empty directory)"
 
 
-async def test_list_directory_bounded(ws: Path, fake, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_list_directory_bounded(
+    ws: Path, fake: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(search, "MAX_LIST_ENTRIES", 5)
     for i in range(12):
         (ws / f"f{i:02d}").write_text("")
@@ -66,7 +68,7 @@ async def test_list_directory_bounded(ws: Path, fake, monkeypatch: pytest.Monkey
 # ---------------------------------------------------------------------- glob
 
 
-async def test_glob_recursive_skips_vendor_dirs(tree: Path, fake) -> None:
+async def test_glob_recursive_skips_vendor_dirs(tree: Path, fake: MakeClient) -> None:
     client = fake(read=True, terminal=True)
     ctx = client.context(str(tree))
     out = await glob.run({"pattern": "**/*.py"}, ctx)
@@ -89,7 +91,9 @@ async def test_glob_recursive_skips_vendor_dirs(tree: Path, fake) -> None:
     assert glob.access({"pattern": "../**"}, ctx) == ("read", [str(tree.parent)])
 
 
-async def test_glob_bounded_and_errors(ws: Path, fake, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_glob_bounded_and_errors(
+    ws: Path, fake: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(search, "MAX_GLOB_RESULTS", 3)
     for i in range(10):
         (ws / f"g{i}.txt").write_text("")
@@ -115,7 +119,7 @@ def test_glob_regex() -> None:
 # ---------------------------------------------------------------------- grep
 
 
-async def test_grep_format_locations_no_client(tree: Path, fake) -> None:
+async def test_grep_format_locations_no_client(tree: Path, fake: MakeClient) -> None:
     client = fake(read=True, write=True, terminal=True)
     ctx = client.context(str(tree))
     out = await grep.run({"pattern": r"TODO fix src/pkg/\w+\.py"}, ctx)
@@ -139,7 +143,7 @@ async def test_grep_format_locations_no_client(tree: Path, fake) -> None:
         "Search `TODO` in src (*.py)")
 
 
-async def test_grep_errors_binary_and_bounds(ws: Path, fake) -> None:
+async def test_grep_errors_binary_and_bounds(ws: Path, fake: MakeClient) -> None:
     ctx = fake().context(str(ws))
     with pytest.raises(ToolError, match="invalid regular expression"):
         await grep.run({"pattern": "("}, ctx)
@@ -158,12 +162,12 @@ async def test_grep_errors_binary_and_bounds(ws: Path, fake) -> None:
     assert out.raw_output["truncated"] is True
 
 
-async def test_search_access_outside_roots(ws: Path, fake, tmp_path: Path) -> None:
+async def test_search_access_outside_roots(ws: Path, fake: MakeClient, tmp_path: Path) -> None:
     outside = tmp_path / "out"
     outside.mkdir()
     os.symlink(outside, ws / "escape")
     ctx = fake().context(str(ws))
-    cases: list[tuple[Tool, dict[str, Any]]] = [
+    cases: list[tuple[Raw, dict[str, Any]]] = [
         (ls, {"path": "escape"}),
         (glob, {"pattern": "*", "path": "escape"}),
         (grep, {"pattern": "x", "path": "escape"}),

@@ -1,7 +1,7 @@
 """A small MCP server written with the official SDK (``MCPServer``), for the hub tests.
 
-``python demo.py [--name NAME] [--pid-file PATH] [--wait-for PATH]`` serves it over stdio; the HTTP and SSE
-tests mount :func:`build_server`'s apps in-process on 127.0.0.1.
+``python demo.py [--name NAME] [--pid-file PATH] [--wait-for PATH]`` serves it over
+stdio; the HTTP and SSE tests mount :func:`build_server`'s apps in-process on 127.0.0.1.
 """
 
 from __future__ import annotations
