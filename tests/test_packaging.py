@@ -54,7 +54,7 @@ SUBPACKAGES = ("protocol", "rpc", "providers", "tools", "mcp")
 # Never needed at run time. (jsonschema is a dev dependency too, but `mcp` needs it at run
 # time; the closure check below covers it: nothing is installed that the runtime does not need.)
 DEV_ONLY = {"pytest", "pytest-asyncio", "pytest-timeout", "pytest-xdist", "coverage", "mypy",
-            "ruff", "agent-client-protocol"}
+            "types-jsonschema", "ruff", "agent-client-protocol"}
 NOT_SOURCE = shutil.ignore_patterns(
     ".git", ".venv", "node_modules", "__pycache__", "*.pyc", ".*_cache", "*.egg-info", "build",
     "dist",
