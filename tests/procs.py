@@ -40,6 +40,21 @@ async def gone(pid: int, timeout: float = WAIT) -> None:
     await eventually(lambda: not alive(pid), f"process {pid} is gone", timeout)
 
 
+def describe(pid: int) -> str:
+    """``pid``, its state and its command line (for failure messages)."""
+    fields = _stat(pid)
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        cmdline = "?"
+    return f"{pid} [{fields[0] if fields else '?'}] {cmdline.strip()}"
+
+
 async def group_gone(pgid: int, timeout: float = WAIT) -> None:
     """Wait until no live process is left in process group ``pgid``."""
-    await eventually(lambda: not group_members(pgid), f"process group {pgid} is empty", timeout)
+    try:
+        await eventually(lambda: not group_members(pgid), f"process group {pgid} is empty",
+                         timeout)
+    except AssertionError as exc:
+        left = "; ".join(describe(pid) for pid in group_members(pgid))
+        raise AssertionError(f"{exc} (left: {left})") from None
