@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,6 +124,37 @@ async def test_local_cancel_kills_group(ws: Path, fake: MakeClient) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     await group_gone(pgid)
+
+
+async def test_local_cancel_while_starting_kills_what_the_shell_started(
+    ws: Path, fake: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while the command is still being started (asyncio has not returned the
+    process yet, but the shell already runs and has started a job): the whole group
+    is killed once the start completes, not only the shell."""
+    real_start = asyncio.create_subprocess_exec
+    started, finish_start = asyncio.Event(), asyncio.Event()
+
+    async def slow_start(*args: Any, **kw: Any) -> asyncio.subprocess.Process:
+        proc = await real_start(*args, **kw)
+        started.set()
+        await finish_start.wait()  # the call is cancelled here
+        return proc
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", slow_start)
+    task = asyncio.create_task(run.run(
+        {"command": "sleep 3600 & echo $$ > pid; sleep 3600"}, fake().context(str(ws))))
+    await started.wait()
+    pgid = await _pid_written(ws / "pid")  # the background job has started by then
+    try:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        finish_start.set()
+        await group_gone(pgid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 async def test_local_signal_exit(ws: Path, fake: MakeClient) -> None:
