@@ -65,8 +65,10 @@ NOT_SOURCE = shutil.ignore_patterns(
 
 
 def pip_env() -> dict[str, str]:
-    """No pip configuration (index URLs, find-links, constraints), no cache, no prompts."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "PYTHONPATH"}
+    """No pip configuration (index URLs, find-links, constraints), no cache, no prompts;
+    and no coverage measurement of pip (it runs none of the checkout's code)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PIP_", "COVERAGE_")) and k != "PYTHONPATH"}
     env |= {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PIP_NO_CACHE_DIR": "1",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     return env
