@@ -43,13 +43,20 @@ def coverage_env() -> dict[str, str]:
     return {name: os.environ[name] for name in COVERAGE_VARS if name in os.environ}
 
 
+#: No user configuration reaches an agent under test (a directory that never exists).
+NO_USER_CONFIG = str(ROOT / "tests" / "no-user-config")
+
+
 def agent_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without the agent's and providers' variables, and without the
+    developer's ``~/.config/acp-agent/config.toml``; then ``extra``."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("ACP_AGENT_", "OPENAI_", "ANTHROPIC_"))
     }
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["XDG_CONFIG_HOME"] = NO_USER_CONFIG
     env.update(extra or {})
     return env
 
