@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from .harness import ROOT, agent_env
+from .limits import WAIT
 
 
 def acp(*args: str, stdin: str = "", cwd: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "acp_agent", *args], input=stdin, text=True,
-                          capture_output=True, env=agent_env({"NO_COLOR": "1"}), cwd=cwd, timeout=60)
+                          capture_output=True, env=agent_env({"NO_COLOR": "1"}), cwd=cwd,
+                          timeout=WAIT)
 
 
 def test_help_explains_every_flag() -> None:
@@ -26,7 +29,7 @@ def test_version() -> None:
     assert acp("--version").stdout.strip() == f"acp-agent {__version__}"
 
 
-def test_config_errors_name_the_key(tmp_path) -> None:
+def test_config_errors_name_the_key(tmp_path: Path) -> None:
     bad = tmp_path / "c.toml"
     bad.write_text('[limits]\nmax-turn-requests = "many"\n')
     result = acp("--config", str(bad))
@@ -38,21 +41,23 @@ def test_config_errors_name_the_key(tmp_path) -> None:
     assert result.returncode == 2 and "model" in result.stderr
 
 
-def test_run_prints_the_answer(state_dir, workspace) -> None:
+def test_run_prints_the_answer(state_dir: str, workspace: str) -> None:
     result = acp("run", "hello", "--state-dir", state_dir, "--cwd", workspace)
     assert result.returncode == 0, result.stderr
     assert "offline built-in model" in result.stdout
     assert "stop: end_turn" in result.stdout
 
 
-def test_run_with_yes_runs_the_tool(state_dir, workspace) -> None:
-    result = acp("run", "run echo from-the-tool", "--yes", "--state-dir", state_dir, "--cwd", workspace)
+def test_run_with_yes_runs_the_tool(state_dir: str, workspace: str) -> None:
+    result = acp(
+        "run", "run echo from-the-tool", "--yes", "--state-dir", state_dir, "--cwd", workspace
+    )
     assert result.returncode == 0, result.stderr
     assert "✓ Run `echo from-the-tool`" in result.stdout
     assert result.stdout.count("from-the-tool") >= 2  # the title and the command's output
 
 
-def test_run_without_a_terminal_rejects_tools(state_dir, workspace) -> None:
+def test_run_without_a_terminal_rejects_tools(state_dir: str, workspace: str) -> None:
     result = acp("run", "write notes.txt hi", "--state-dir", state_dir, "--cwd", workspace)
     assert result.returncode == 0, result.stderr
     assert "✗" in result.stdout and "rejected" in result.stdout
@@ -61,7 +66,7 @@ def test_run_without_a_terminal_rejects_tools(state_dir, workspace) -> None:
     assert not os.path.exists(os.path.join(workspace, "notes.txt"))
 
 
-def test_chat_reads_prompts_until_eof(state_dir, workspace) -> None:
+def test_chat_reads_prompts_until_eof(state_dir: str, workspace: str) -> None:
     result = acp("chat", "--state-dir", state_dir, "--cwd", workspace, stdin="hello\nlist\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("stop: end_turn") == 2
@@ -81,7 +86,7 @@ def test_plain_flags_are_read_without_argparse() -> None:
         assert _plain_flags(argv) is None, argv
 
 
-def test_plain_flag_values_are_still_validated(state_dir) -> None:
+def test_plain_flag_values_are_still_validated(state_dir: str) -> None:
     result = acp("--mode", "reckless", "--state-dir", state_dir)
     assert result.returncode == 2 and "default-mode" in result.stderr
     result = acp("--bogus", "x")

@@ -3,7 +3,6 @@ restoring the model's history, materializing the transcript, listing."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from acp_agent import log
 from acp_agent.conversation import (
     AssistantMessage,
+    ImagePart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -38,6 +38,8 @@ from acp_agent.records import (
 from acp_agent.replay import INTERRUPTED, restore, transcript
 from acp_agent.session import Session, make_title
 from acp_agent.store import FLUSH_CHARS, Store, valid_id
+
+from .limits import eventually
 
 CWD = "/work/project"
 
@@ -156,14 +158,15 @@ class TestWriter:
             ),
         ]
 
-    async def test_streaming_chunks_are_flushed_within_the_interval(self, state_dir: str) -> None:
+    async def test_streaming_chunks_are_flushed_by_a_timer(self, state_dir: str) -> None:
+        """A chunk is buffered, not written at once; a timer (FLUSH_INTERVAL) writes it
+        while the message still streams."""
         store = Store(state_dir)
         writer = store.create(header())
         writer.chunk(chunk("streaming "))
         path = Path(store.log_path("sess_1"))
         assert b"streaming" not in path.read_bytes()
-        await asyncio.sleep(0.2)
-        assert b"streaming" in path.read_bytes()
+        await eventually(lambda: b"streaming" in path.read_bytes(), "the chunk is flushed")
         writer.chunk(chunk("more"))  # the same message goes on in a new record
         writer.close()
         assert transcript(records_of(store)) == [chunk("streaming more")]
@@ -181,18 +184,18 @@ class TestWriter:
         logfile = tmp_path / "agent.log"
         log.configure("warning", str(logfile))
         try:
-            writer, records = store.open("sess_1")
-            assert writer is not None
+            reopened, records = store.open("sess_1")
+            assert reopened is not None
             assert [type(r) for r in records] == [Header, Settings]
-            writer.append(Settings(mode="bypass", model="offline"))
-            writer.close()
+            reopened.append(Settings(mode="bypass", model="offline"))
+            reopened.close()
             assert restore(store.read("sess_1")).mode == "bypass"
         finally:
             log.configure("warning")
         assert "torn line" in logfile.read_text()
 
     def test_garbage_lines_are_skipped(self) -> None:
-        good = [header(), Settings(mode="ask", model="offline")]
+        good: list[Record] = [header(), Settings(mode="ask", model="offline")]
         data = encode(good[0]) + b"\x00\x00garbage\xff\n" + b'{"r":"unknown"}\n' + encode(good[1])
         assert parse(data) == good
 
@@ -271,7 +274,7 @@ class TestRestore:
             AddMessage(message=AssistantMessage([ToolCallPart("c", "run", {})])),
         ]
         history = restore(records).history
-        interrupted = [TextPart(INTERRUPTED)]
+        interrupted: list[TextPart | ImagePart] = [TextPart(INTERRUPTED)]
         assert history == [
             UserMessage([TextPart("go")]),
             AssistantMessage([a, b]),

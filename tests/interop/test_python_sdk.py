@@ -15,11 +15,11 @@ import json
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import acp
 import pytest
@@ -35,16 +35,17 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from ..harness import ROOT
+from ..harness import ROOT, coverage_env
+from ..limits import WAIT
 from ..schema_check import SchemaChecker
 
 LINE_LIMIT = 64 * 1024 * 1024  # the SDK default (64 KiB) is too small for real tool output
-STEP_TIMEOUT = 8.0
+STEP_TIMEOUT = WAIT
 NEVER = "NEVER-REACHED-AFTER-CANCEL"
 TURN_BOUND_KINDS = ("agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update")
 SCRIPT = [
     [{"thinking": "The user greets me."}, {"text": "Hello from the scripted offline model!"}],
-    [{"text": "partial answer "}, {"sleep": 30}, {"text": NEVER}],
+    [{"text": "partial answer "}, {"hang": True}, {"text": NEVER}],
     [{"text": "Still here after the cancel."}],
 ]
 
@@ -113,6 +114,7 @@ async def sdk_agent(
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(ROOT),
         "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),  # no user config leaks in
+        **coverage_env(),
     }
     if script is not None:
         script_path = tmp_path / "script.json"
@@ -128,18 +130,28 @@ async def sdk_agent(
     with open(stderr_path, "wb") as stderr:
         agent: SdkAgent | None = None
         try:
+            # the SDK calls only the two methods the agent uses
             async with acp.spawn_agent_process(
-                client, sys.executable, "-m", "acp_agent", "--state-dir", state_dir,
-                env=env, cwd=tmp_path,
-                transport_kwargs={"limit": LINE_LIMIT, "stderr": stderr.fileno(),
-                                  "shutdown_timeout": 5.0},
+                cast(acp.Client, client),
+                sys.executable,
+                "-m",
+                "acp_agent",
+                "--state-dir",
+                state_dir,
+                env=env,
+                cwd=tmp_path,
+                transport_kwargs={
+                    "limit": LINE_LIMIT,
+                    "stderr": stderr.fileno(),
+                    "shutdown_timeout": WAIT,
+                },
                 observers=[events.append],
             ) as (conn, process):
                 agent = SdkAgent(conn, process, client, events, str(workspace), stderr_path)
                 yield agent
         finally:
             replay(checker, events)
-    # Closing stdin (the SDK does on exit) must make the agent exit promptly and cleanly.
+    # Closing stdin (the SDK does on exit) must make the agent exit by itself, cleanly.
     assert agent is not None
     assert agent.process.returncode == 0, (
         f"agent exit status {agent.process.returncode} after stdin EOF; stderr:\n"
@@ -166,7 +178,7 @@ def replay(checker: SchemaChecker, events: list[StreamEvent]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def no_sdk_errors(caplog: pytest.LogCaptureFixture):
+def no_sdk_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     caplog.set_level(logging.WARNING)
     yield
     bad = [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -246,8 +258,8 @@ async def test_python_sdk_prompt_cancel_and_recover(
                 "the first chunk of the long turn",
             )
             await agent.conn.cancel(session_id=sid)
-            # The script sleeps 30 s: only the cancel can end this turn in time.
-            second = await asyncio.wait_for(asyncio.shield(task), 5.0)
+            # The script hangs: only the cancel can end this turn.
+            second = await asyncio.wait_for(asyncio.shield(task), STEP_TIMEOUT)
         finally:
             if not task.done():
                 task.cancel()

@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from ..harness import agent_env
+from ..limits import WAIT, limit
 from ..schema_check import SchemaChecker
 from .test_ts_sdk import _require_client, replay_raw_log
 
 CLIENT = Path(__file__).resolve().parent / "ts_subagents.mjs"
-RUN_TIMEOUT = 30.0
+RUN_TIMEOUT = limit(90)  # the whole scenario; each step is bounded by WAIT
 
 
 def test_ts_sdk_subagents(checker: SchemaChecker, tmp_path: Path, state_dir: str) -> None:
@@ -29,7 +30,8 @@ def test_ts_sdk_subagents(checker: SchemaChecker, tmp_path: Path, state_dir: str
     raw_log = tmp_path / "raw-subagents.jsonl"
     cmd = [
         node, str(CLIENT), "--raw-log", str(raw_log),
-        "--timeout-ms", str(int((RUN_TIMEOUT - 5) * 1000)), "--",
+        "--timeout-ms", str(int((RUN_TIMEOUT - limit(5)) * 1000)),
+        "--step-timeout-ms", str(int(WAIT * 1000)), "--",
         sys.executable, "-m", "acp_agent", "--state-dir", state_dir,
     ]
     try:

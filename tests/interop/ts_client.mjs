@@ -3,13 +3,13 @@
 // the `/unstable` entrypoint so draft session updates are parsed, not dropped).
 //
 //   node ts_client.mjs [--scenario full|demo|drafts] [--raw-log FILE] [--timeout-ms N] \
-//        [--] <agent command...>
+//        [--step-timeout-ms N] [--] <agent command...>
 //   e.g. node tests/interop/ts_client.mjs .venv/bin/python -m acp_agent --state-dir /tmp/s
 //
 // Scenarios
 //   full (default): initialize (fs/terminal false, draft capabilities session.notices,
 //     session.compaction, plan, subagents as {}) -> session/new -> prompt "hello" to
-//     completion -> a scripted long-running prompt, session/cancel after its first
+//     completion -> a scripted prompt that never ends, session/cancel after its first
 //     agent_message_chunk, expect stopReason "cancelled" -> another prompt still works ->
 //     session/close. The offline model is driven by a script this file writes and passes
 //     in ACP_AGENT_OFFLINE_SCRIPT.
@@ -21,7 +21,9 @@
 // ndJsonStream) and appended to --raw-log as JSON lines
 //   {"seq": n, "dir": "agent->client" | "client->agent", "line": "...", "unterminated"?: true}
 // in the order they crossed the pipe, so a schema checker can replay them. A final JSON
-// summary goes to stdout; the exit status is non-zero on any failure.
+// summary goes to stdout; the exit status is non-zero on any failure. --step-timeout-ms
+// bounds each wait (a response, an update, the agent's exit after EOF); --timeout-ms the
+// whole scenario.
 
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -33,7 +35,7 @@ import { tappedStreams } from "./wire_tap.mjs";
 // ------------------------------------------------------------------ arguments
 
 function parseArgs(argv) {
-  const opts = { scenario: "full", rawLog: null, timeoutMs: 20000, command: [] };
+  const opts = { scenario: "full", rawLog: null, timeoutMs: 20000, stepTimeoutMs: 8000, command: [] };
   let i = 0;
   while (i < argv.length) {
     const a = argv[i];
@@ -44,6 +46,7 @@ function parseArgs(argv) {
     if (a === "--scenario") opts.scenario = argv[++i];
     else if (a === "--raw-log") opts.rawLog = argv[++i];
     else if (a === "--timeout-ms") opts.timeoutMs = Number(argv[++i]);
+    else if (a === "--step-timeout-ms") opts.stepTimeoutMs = Number(argv[++i]);
     else break;
     i += 1;
   }
@@ -55,7 +58,7 @@ const opts = parseArgs(process.argv.slice(2));
 if (opts.command.length === 0 || !["full", "demo", "drafts"].includes(opts.scenario)) {
   process.stderr.write(
     "usage: node ts_client.mjs [--scenario full|demo|drafts] [--raw-log FILE] " +
-      "[--timeout-ms N] [--] <agent command...>\n",
+      "[--timeout-ms N] [--step-timeout-ms N] [--] <agent command...>\n",
   );
   process.exit(2);
 }
@@ -155,8 +158,8 @@ const NEVER = "NEVER-REACHED-AFTER-CANCEL";
 const SCRIPT = [
   // prompt 1 ("hello")
   [{ thinking: "The user greets me." }, { text: "Hello from the scripted offline model!" }],
-  // prompt 2: long-running turn, cancelled after the first chunk
-  [{ text: "partial answer " }, { sleep: 30 }, { text: NEVER }],
+  // prompt 2: a turn that only a cancel can end, cancelled after the first chunk
+  [{ text: "partial answer " }, { hang: true }, { text: NEVER }],
   // prompt 3: the session still works after the cancel
   [{ text: "Still here after the cancel." }],
 ];
@@ -316,13 +319,13 @@ async function runTurn(agent, sessionId, name, text, { cancelAfterFirstChunk = f
                 u.update?.sessionUpdate === "agent_message_chunk" &&
                 String(u.update.content?.text ?? "").startsWith("partial"),
             ),
-        8000,
+        opts.stepTimeoutMs,
         `the first agent_message_chunk of turn "${name}"`,
       );
       turn.cancelSentAfterMs = Date.now() - t0;
       await agent.notify(acp.methods.agent.session.cancel, { sessionId });
     }
-    const response = await withTimeout(promptPromise, 8000, `session/prompt of turn "${name}"`);
+    const response = await withTimeout(promptPromise, opts.stepTimeoutMs, `session/prompt of turn "${name}"`);
     turn.stopReason = response?.stopReason ?? null;
     if (cancelAfterFirstChunk) turn.cancelToResponseMs = Date.now() - t0 - turn.cancelSentAfterMs;
   } catch (err) {
@@ -428,13 +431,13 @@ async function scenarioFull(agent) {
 
   check(
     !updates.some((u) => JSON.stringify(u).includes(NEVER)),
-    "the cancelled turn kept streaming: its post-sleep text reached the client",
+    "the cancelled turn kept streaming: the text after its hang reached the client",
   );
 
   try {
     await withTimeout(
       agent.request(acp.methods.agent.session.close, { sessionId: session.sessionId }),
-      5000,
+      opts.stepTimeoutMs,
       "session/close",
     );
     summary.sessionClosed = true;
@@ -526,11 +529,13 @@ async function finish(killNow = false) {
       // already closed
     }
   }
-  let exit = await withTimeout(childExited, killNow ? 10 : 5000, "agent exit after stdin EOF").catch(
-    () => null,
-  );
+  let exit = await withTimeout(
+    childExited,
+    killNow ? 10 : opts.stepTimeoutMs,
+    "agent exit after stdin EOF",
+  ).catch(() => null);
   if (exit === null) {
-    if (!killNow) fail("agent did not exit within 5 s of stdin EOF");
+    if (!killNow) fail(`agent did not exit within ${opts.stepTimeoutMs} ms of stdin EOF`);
     child.kill("SIGKILL");
     exit = await childExited;
   }

@@ -2,7 +2,8 @@
 // Subagents through the official TypeScript SDK client (@agentclientprotocol/sdk, the
 // `/unstable` entrypoint, so subagent_update and session_message are parsed, not dropped).
 //
-//   node ts_subagents.mjs [--raw-log FILE] [--timeout-ms N] [--] <agent command...>
+//   node ts_subagents.mjs [--raw-log FILE] [--timeout-ms N] [--step-timeout-ms N] \
+//        [--] <agent command...>
 //
 // The client advertises `subagents: {}` and runs three turns on a scripted offline model
 // (the script is written here and passed in ACP_AGENT_OFFLINE_SCRIPT):
@@ -26,17 +27,21 @@ import * as acp from "@agentclientprotocol/sdk/unstable";
 import { tappedStreams } from "./wire_tap.mjs";
 
 const argv = process.argv.slice(2);
-const opts = { rawLog: null, timeoutMs: 20000, command: [] };
+const opts = { rawLog: null, timeoutMs: 20000, stepTimeoutMs: 8000, command: [] };
 for (let i = 0; i < argv.length; i++) {
   if (argv[i] === "--raw-log") opts.rawLog = argv[++i];
   else if (argv[i] === "--timeout-ms") opts.timeoutMs = Number(argv[++i]);
+  else if (argv[i] === "--step-timeout-ms") opts.stepTimeoutMs = Number(argv[++i]);
   else {
     opts.command = argv.slice(argv[i] === "--" ? i + 1 : i);
     break;
   }
 }
 if (opts.command.length === 0) {
-  process.stderr.write("usage: node ts_subagents.mjs [--raw-log FILE] [--timeout-ms N] [--] <agent...>\n");
+  process.stderr.write(
+    "usage: node ts_subagents.mjs [--raw-log FILE] [--timeout-ms N] [--step-timeout-ms N] " +
+      "[--] <agent...>\n",
+  );
   process.exit(2);
 }
 
@@ -204,9 +209,9 @@ async function turn(agent, sessionId, name, { cancel } = {}) {
   pending.catch(() => {});
   try {
     if (cancel) {
-      await waitFor(() => announcedOn(sessionId).length > known, 8000, `a child in "${name}"`);
+      await waitFor(() => announcedOn(sessionId).length > known, opts.stepTimeoutMs, `a child in "${name}"`);
       const kid = announcedOn(sessionId)[known];
-      await waitFor(() => hasText(kid, "working"), 8000, `the child's first chunk in "${name}"`);
+      await waitFor(() => hasText(kid, "working"), opts.stepTimeoutMs, `the child's first chunk in "${name}"`);
       const target = cancel === "child" ? kid : sessionId;
       await agent.notify(acp.methods.agent.session.cancel, { sessionId: target });
     }

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -16,6 +15,8 @@ import pytest_asyncio
 
 from acp_agent.protocol import types as t
 from acp_agent.tools.base import ToolContext
+
+from ..limits import eventually
 
 SERVERS = Path(__file__).parent / "servers"
 DEMO = str(SERVERS / "demo.py")
@@ -66,14 +67,6 @@ def tool_ctx(cwd: str) -> ToolContext:
                        tool_call_id="call-1", emit=emit)
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 class LocalServer:
     """An ASGI app served by uvicorn on 127.0.0.1 (ephemeral port) in this event loop.
     Records the headers of every request it gets."""
@@ -100,10 +93,9 @@ class LocalServer:
                                 lifespan="on", interface="asgi3",
                                 timeout_graceful_shutdown=1)
         self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            assert not self._task.done(), "uvicorn did not start"
-            await asyncio.sleep(0.01)
+        task = self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        await eventually(lambda: self._server.started or task.done(), "uvicorn starts")
+        assert not task.done(), "uvicorn did not start"
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -12,6 +12,7 @@ from acp_agent.errors import ProviderError
 from acp_agent.providers.base import StreamEvent
 
 from ..fakes.llm_server import FakeLLMServer
+from ..limits import WAIT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +47,7 @@ async def cancel_after_first_event(
             first.set()
 
     task = asyncio.create_task(consume())
-    await asyncio.wait_for(first.wait(), 5)
+    await asyncio.wait_for(first.wait(), WAIT)
     task.cancel()
     try:
         await task
@@ -54,7 +55,7 @@ async def cancel_after_first_event(
         pass
     else:
         raise AssertionError("the cancelled stream did not raise CancelledError")
-    await asyncio.wait_for(server.requests[-1].disconnected.wait(), 5)
+    await asyncio.wait_for(server.requests[-1].disconnected.wait(), WAIT)
     return seen
 
 

@@ -54,6 +54,7 @@ from ..fakes.llm_server import (
     ToolCall,
     Usage,
 )
+from ..limits import WAIT, limit
 from . import cancel_after_first_event, collect, collect_until_error, imports_sdk
 
 OVERLOADED = Raw({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
@@ -74,7 +75,9 @@ async def server() -> AsyncIterator[FakeLLMServer]:
 
 @pytest_asyncio.fixture
 async def provider(server: FakeLLMServer) -> AsyncIterator[AnthropicProvider]:
-    p = AnthropicProvider("claude-sonnet-4-5", api_key="test-key", base_url=server.url, timeout=5)
+    p = AnthropicProvider(
+        "claude-sonnet-4-5", api_key="test-key", base_url=server.url, timeout=WAIT
+    )
     yield p
     await p.aclose()
 
@@ -317,7 +320,9 @@ async def test_silent_server_times_out_as_connection_error(
 
 @pytest.mark.asyncio
 async def test_stall_after_output_is_a_stream_error(server: FakeLLMServer) -> None:
-    provider = AnthropicProvider("claude-sonnet-4-5", api_key="k", base_url=server.url, timeout=0.3)
+    provider = AnthropicProvider(
+        "claude-sonnet-4-5", api_key="k", base_url=server.url, timeout=limit(1.0)
+    )
     server.enqueue(Reply([Text("a"), Text("b")], hang_after=4))
     events, error = await collect_until_error(provider.stream(ask()))
     await provider.aclose()

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from acp_agent.config import from_mapping
 from acp_agent.conversation import (
     AssistantMessage,
     ImagePart,
@@ -26,6 +27,9 @@ from acp_agent.errors import (
     ProviderHTTPError,
     ProviderStreamError,
 )
+from acp_agent.providers import make_provider
+from acp_agent.providers._openai import OpenAIProvider
+from acp_agent.providers._sdk import parse_retry_after
 from acp_agent.providers.base import (
     Finished,
     ModelRequest,
@@ -35,10 +39,6 @@ from acp_agent.providers.base import (
     ToolCallStarted,
     UsageReport,
 )
-from acp_agent.providers._sdk import parse_retry_after
-from acp_agent.config import from_mapping
-from acp_agent.providers import make_provider
-from acp_agent.providers._openai import OpenAIProvider
 
 from ..fakes.llm_server import (
     FakeLLMServer,
@@ -53,6 +53,7 @@ from ..fakes.llm_server import (
     ToolCall,
     Usage,
 )
+from ..limits import WAIT, limit
 from . import cancel_after_first_event, collect, collect_until_error, imports_sdk
 
 
@@ -70,7 +71,7 @@ async def server() -> AsyncIterator[FakeLLMServer]:
 
 @pytest_asyncio.fixture
 async def provider(server: FakeLLMServer) -> AsyncIterator[OpenAIProvider]:
-    p = OpenAIProvider("gpt-4.1", api_key="test-key", base_url=server.openai_url, timeout=5.0)
+    p = OpenAIProvider("gpt-4.1", api_key="test-key", base_url=server.openai_url, timeout=WAIT)
     yield p
     await p.aclose()
 
@@ -353,7 +354,7 @@ async def test_silent_server_times_out_as_connection_error(
 
 @pytest.mark.asyncio
 async def test_stall_after_output_is_a_stream_error(server: FakeLLMServer) -> None:
-    provider = OpenAIProvider("m", api_key="k", base_url=server.openai_url, timeout=0.3)
+    provider = OpenAIProvider("m", api_key="k", base_url=server.openai_url, timeout=limit(1.0))
     server.enqueue(Reply([Text("a"), Text("b")], hang_after=1))
     events, error = await collect_until_error(provider.stream(ask()))
     await provider.aclose()

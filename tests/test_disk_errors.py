@@ -1,0 +1,80 @@
+"""Disk errors while a session is stored: logged once, never raised, and the log goes on
+cleanly once the disk has room again. The disk fills up under the open log (its
+descriptor is pointed at ``/dev/full``, which fails every write with ENOSPC)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from acp_agent import log
+from acp_agent.records import Header, Settings, now_iso
+from acp_agent.store import Store
+
+
+def _fd_of(path: str) -> int:
+    """The descriptor this process has open on ``path``."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == path:
+                return int(name)
+        except OSError:
+            continue
+    raise AssertionError(f"{path} is not open")
+
+
+@pytest.fixture
+def agent_log(tmp_path: Path) -> Iterator[Path]:
+    """The agent's log (structured lines) goes to this file during the test."""
+    path = tmp_path / "agent.log"
+    log.configure("warning", str(path))
+    try:
+        yield path
+    finally:
+        log.configure("warning")
+
+
+def test_a_full_disk_is_logged_once_and_the_log_recovers(
+    state_dir: str, agent_log: Path
+) -> None:
+    store = Store(state_dir)
+    writer = store.create(Header(id="sess_1", cwd="/w", created_at=now_iso()))
+    writer.append(Settings(mode="ask", model="offline"))
+    fd = _fd_of(store.log_path("sess_1"))
+    disk = os.dup(fd)  # the log file itself (and its lock)
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        os.dup2(full, fd)  # the disk is full
+        writer.append(Settings(mode="plan", model="offline"))  # lost, not raised
+        writer.append(Settings(mode="accept-edits", model="offline"))
+        writer.sync()
+        os.dup2(disk, fd)  # room again
+        writer.append(Settings(mode="bypass", model="offline"))
+        writer.close()
+    finally:
+        os.close(disk)
+        os.close(full)
+    records = store.read("sess_1")
+    assert [r.mode for r in records if isinstance(r, Settings)] == ["ask", "bypass"]
+    assert agent_log.read_text().count("cannot write a session log") == 1
+
+
+def test_an_index_entry_that_cannot_be_written_is_logged(
+    state_dir: str, agent_log: Path
+) -> None:
+    """The index entry (session/list's view) fails to be written: the log is unharmed."""
+    store = Store(state_dir)
+    writer = store.create(Header(id="sess_1", cwd="/w", created_at=now_iso()))
+    moved = store.root + ".moved"
+    os.rename(store.root, moved)  # the open log moves along
+    Path(store.root).write_text("not a directory any more")
+    writer.append(Settings(mode="plan", model="offline"))
+    writer.touch(title="A title")
+    writer.close()
+    assert "cannot write a session index entry" in agent_log.read_text()
+    os.unlink(store.root)
+    os.rename(moved, store.root)
+    assert [type(r) for r in store.read("sess_1")] == [Header, Settings]
