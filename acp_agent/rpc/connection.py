@@ -5,6 +5,12 @@ task, so a long request never blocks notifications, other requests, or the respo
 our own outgoing requests. Notifications run as tasks too, started in arrival order;
 asyncio runs new tasks first-in first-out, so a handler's code before its first ``await``
 runs before any message that arrived after it.
+
+No input ends :meth:`Connection.serve`. A line that cannot be decoded (invalid UTF-8, a
+lone surrogate escape, malformed JSON, nested deeper than ``outline.MAX_DEPTH``) is
+outlined without recursion: a request gets its error with its ``id`` when the top-level
+``id`` can be read (else ``null``), a notification gets nothing, a response fails the
+request it answers.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from ..errors import (
     RequestCancelled,
 )
 from .framing import LineSink, LineSource, Oversized
+from .outline import MAX_DEPTH, NESTED, lone_surrogate, outline, too_deep
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -187,21 +194,22 @@ class Connection:
         if isinstance(line, Oversized):
             self._send_error(None, InvalidRequest(f"Message too large ({line.size} bytes)"))
             return
-        if not line.isascii():
+        problem = _undecodable(line)
+        if problem is None:
             try:
-                line.decode("utf-8")  # msgspec does not check the UTF-8 of skipped values
-            except UnicodeDecodeError as exc:
-                self._send_error(
-                    None, ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}")
+                env = _envelope_decoder.decode(line)
+            except msgspec.ValidationError as exc:
+                problem = (
+                    InvalidRequest(f"Invalid request: {exc}")
+                    if line.lstrip().startswith(b"{")
+                    else InvalidRequest("Invalid request: not a JSON object")
                 )
-                return
-        try:
-            env = _envelope_decoder.decode(line)
-        except msgspec.ValidationError:
-            self._send_error(None, InvalidRequest("Invalid request: not a JSON object"))
-            return
-        except msgspec.DecodeError as exc:
-            self._send_error(None, ParseError(f"Parse error: {exc}"))
+            except msgspec.DecodeError as exc:
+                problem = ParseError(_parse_error(line, exc))
+            except RecursionError:  # not expected below MAX_DEPTH; never fatal anyway
+                problem = _TooDeep()
+        if problem is not None:
+            self._unreadable(line, problem)
             return
         has_id = env.id is not UNSET
         if env.method is not UNSET:
@@ -231,6 +239,37 @@ class Connection:
                 env.id if has_id and _valid_id(env.id) else None,
                 InvalidRequest("Invalid request: no method, result or error"),
             )
+
+    def _unreadable(self, line: bytes, problem: AcpError) -> None:
+        """Answer a line that did not decode, by its outline (never by a nested ``id``)."""
+        shape = outline(line)
+        if shape is None:  # not even a complete JSON object
+            self._send_error(None, problem)
+            return
+        if isinstance(problem, _TooDeep) and (where := shape.deepest()) is not None:
+            problem = InvalidRequest(f"{problem.message} - at `$.{where}`")
+        values = shape.values
+        request_id = values.get("id", NESTED)
+        readable_id = request_id if _valid_id(request_id) else None
+        if "method" in values:
+            if "id" in values:
+                self._send_error(readable_id, problem)
+            else:  # a notification: never answered
+                log.warning("unreadable notification ignored", error=problem.message)
+        elif "result" in values or "error" in values:
+            self._fail_pending(request_id, problem)
+        else:
+            self._send_error(readable_id, problem)
+
+    def _fail_pending(self, request_id: Any, problem: AcpError) -> None:
+        """An unreadable response: the request it answers fails (its waiter moves on)."""
+        entry = self._pending.pop(request_id, None) if type(request_id) is int else None
+        if entry is None:
+            log.info("unreadable response", error=problem.message)
+            return
+        fut, _ = entry
+        if not fut.done():
+            fut.set_exception(RemoteError(problem.code, f"Unreadable response: {problem.message}"))
 
     def _decode_params(self, route: Route[Any], raw: Raw | UnsetType) -> Any:
         dec = self._decoders.get(route.params_type)
@@ -387,6 +426,30 @@ class Connection:
         else:
             assert not isinstance(env.result, UnsetType)
             fut.set_result(env.result)
+
+
+class _TooDeep(InvalidRequest):
+    default_message = f"Invalid request: nested more than {MAX_DEPTH} levels deep"
+
+
+def _undecodable(line: bytes) -> AcpError | None:
+    """Why ``line`` must not go to the decoder: bytes that are not UTF-8 (msgspec does
+    not check the UTF-8 of the values it skips), or nesting beyond ``MAX_DEPTH``."""
+    if not line.isascii():
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}")
+    if too_deep(line):
+        return _TooDeep()
+    return None
+
+
+def _parse_error(line: bytes, exc: msgspec.DecodeError) -> str:
+    surrogate = lone_surrogate(line)
+    if surrogate is not None:  # msgspec calls it "truncated" when the value is skipped
+        return f"Parse error: lone surrogate escape {surrogate[1]} at byte {surrogate[0]}"
+    return f"Parse error: {exc}"
 
 
 def _method_of(route: Route[Any], routes: Mapping[str, Route[Any]]) -> str:
