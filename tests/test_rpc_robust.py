@@ -1,7 +1,8 @@
-"""The JSON-RPC connection survives its input (issue 12).
+"""The JSON-RPC connection survives its input and its own handlers' bugs (issue 12).
 
 A bare :class:`Connection` with a few extension routes, in-process over memory pipes:
-the nesting limit at its exact boundary, and deep answers to our own requests.
+the nesting limit at its exact boundary, deep answers to our own requests, and
+exceptions raised while a line is being dispatched (which used to end ``serve()``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 
 from acp_agent.errors import RemoteError
@@ -22,12 +24,44 @@ from .schema_check import SchemaChecker
 Message = dict[str, Any]
 
 
+class Boom(msgspec.Struct):
+    """Params whose decoding raises something that is not a validation error (a bug)."""
+
+    x: int = 0
+
+    def __post_init__(self) -> None:
+        raise RuntimeError("a bug in the params type")
+
+
 class Echo:
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.cancel_calls = 0
+
     async def echo(self, params: object) -> Any:
         return {"params": params}
 
+    async def boom(self, params: Boom) -> Any:
+        return {}
+
+    async def unencodable(self, params: object) -> Any:
+        return {"value": object()}
+
+    async def wait(self, params: object) -> Any:
+        await self.release.wait()
+        return {"waited": True}
+
+    def bad_on_cancel(self, params: object) -> None:
+        self.cancel_calls += 1
+        raise RuntimeError("a bug in on_cancel")
+
     def routes(self) -> dict[str, Route[Any]]:
-        return {"_test/echo": Route(object, self.echo)}
+        return {
+            "_test/echo": Route(object, self.echo),
+            "_test/boom": Route(Boom, self.boom),
+            "_test/unencodable": Route(object, self.unencodable),
+            "_test/wait": Route(object, self.wait, on_cancel=self.bad_on_cancel),
+        }
 
 
 @pytest.fixture
@@ -92,3 +126,30 @@ class TestNestingLimit:
         assert caught.value.code == -32600 and "nested more than" in caught.value.message
         await still_serves(conn)
         assert [m for m in conn.messages[before:] if "error" in m] == []
+
+
+class TestDispatchFailures:
+    """Any exception while dispatching a line: logged, a request answered, serve() goes on."""
+
+    async def test_params_that_raise_while_decoding(self, conn: InProcessAgent) -> None:
+        response = await conn.request_raw("_test/boom", {"x": 1}, id="b")
+        assert response["id"] == "b" and response["error"]["code"] == -32603
+        await still_serves(conn)
+
+    async def test_on_cancel_that_raises(self, conn: InProcessAgent, echo: Echo) -> None:
+        await conn.send({"jsonrpc": "2.0", "id": "w", "method": "_test/wait", "params": {}})
+        await conn.notify("$/cancel_request", {"requestId": "w"})
+        await still_serves(conn)
+        assert echo.cancel_calls == 1
+        echo.release.set()  # the request itself is still answered
+        await conn.wait_for(lambda: any(m.get("id") == "w" for m in conn.messages))
+        assert next(m for m in conn.messages if m.get("id") == "w")["result"] == {"waited": True}
+
+    async def test_result_that_cannot_be_encoded(self, conn: InProcessAgent) -> None:
+        """Answered with an internal error (it used to be never answered). The echo sent
+        after it runs after it, so its answer comes after the failed one's."""
+        bad = conn.start_request("_test/unencodable", {}, id="u")
+        await still_serves(conn)
+        assert any(m.get("id") == "u" for m in conn.messages)
+        response = await bad
+        assert response["id"] == "u" and response["error"]["code"] == -32603

@@ -10,7 +10,8 @@ No input ends :meth:`Connection.serve`. A line that cannot be decoded (invalid U
 lone surrogate escape, malformed JSON, nested deeper than ``outline.MAX_DEPTH``) is
 outlined without recursion: a request gets its error with its ``id`` when the top-level
 ``id`` can be read (else ``null``), a notification gets nothing, a response fails the
-request it answers.
+request it answers. Anything else that goes wrong while dispatching is logged and, for a
+request, answered with an internal error.
 """
 
 from __future__ import annotations
@@ -168,7 +169,11 @@ class Connection:
             line = await self._reader.readline()
             if line is None:
                 return
-            self._dispatch(line)
+            try:
+                self._dispatch(line)
+            except Exception:
+                log.exception("cannot dispatch a message")
+                self._dispatch_failed(line)
 
     async def close(self, grace: float = 0.3) -> None:
         """Stop: outgoing requests fail at once, handlers get ``grace`` seconds to answer
@@ -271,6 +276,18 @@ class Connection:
         if not fut.done():
             fut.set_exception(RemoteError(problem.code, f"Unreadable response: {problem.message}"))
 
+    def _dispatch_failed(self, line: bytes | Oversized) -> None:
+        """``_dispatch`` raised: a request that is not running yet gets an internal error."""
+        try:
+            shape = outline(line) if isinstance(line, bytes) else None
+            if shape is None or "method" not in shape.values:
+                return
+            request_id = shape.values.get("id", NESTED)
+            if _valid_id(request_id) and _key(request_id) not in self._inflight:
+                self._send_error(request_id, InternalError())
+        except Exception:
+            log.exception("cannot answer a message whose dispatch failed")
+
     def _decode_params(self, route: Route[Any], raw: Raw | UnsetType) -> Any:
         dec = self._decoders.get(route.params_type)
         if dec is None:
@@ -317,7 +334,7 @@ class Connection:
             log.exception("request handler failed", method=_method_of(route, self.routes))
             self._send_error(request_id, InternalError())
         else:
-            self._send(_Result("2.0", request_id, {} if result is None else result))
+            self._send_result(request_id, {} if result is None else result)
         finally:
             self._inflight.pop(key, None)
 
@@ -365,6 +382,15 @@ class Connection:
         if self._closed and not isinstance(message, (_Result, _Error)):
             return
         self._writer.write_line(self._encoder.encode(message) + b"\n")
+
+    def _send_result(self, request_id: RequestId, result: Any) -> None:
+        try:
+            line = self._encoder.encode(_Result("2.0", request_id, result))
+        except Exception:  # a handler returned something that is not JSON
+            log.exception("cannot encode a result")
+            self._send_error(request_id, InternalError())
+        else:
+            self._writer.write_line(line + b"\n")
 
     def _send_error(self, request_id: RequestId, exc: AcpError) -> None:
         self._send(_Error("2.0", request_id, exc.to_dict()))
