@@ -1,9 +1,9 @@
 """No input crashes the agent (issue 12), over real stdio.
 
-Messages nested arbitrarily deep, strings that cannot be decoded: each gets a precise
-JSON-RPC error (with the request's ``id`` whenever it can be read), notifications get
-nothing, and the same process goes on answering and running turns, including a turn
-that was in flight meanwhile.
+Messages nested arbitrarily deep, strings that cannot be decoded, NUL bytes in paths:
+each gets a precise JSON-RPC error (with the request's ``id`` whenever it can be read),
+notifications get nothing, and the same process goes on answering and running turns,
+including a turn that was in flight meanwhile.
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ class TestDeepNesting:
 
 
 class TestUndecodable:
-    """Issue 12.6: echo the id whenever it can be read."""
+    """Issue 12.6: echo the id whenever it can be read; NUL bytes in paths are -32602."""
 
     @pytest.mark.parametrize(("params", "request_id"), [
         ('{"protocolVersion":1,"clientInfo":{"name":"\\ud800","version":"1"}}', 7),
@@ -285,3 +285,24 @@ class TestUndecodable:
                              b'"more":{"id":6}}\n')
         await probe(agent)
         assert len(answers(agent, before)) == 1
+
+    @pytest.mark.parametrize(("method", "extra", "field"), [
+        ("session/new", {"cwd": "@ws\0x", "mcpServers": []}, "$.cwd"),
+        ("session/new", {"cwd": "@ws", "mcpServers": [],
+                         "additionalDirectories": ["/tmp", "/a\0b"]}, "$.additionalDirectories[1]"),
+        ("session/load", {"sessionId": "s", "cwd": "@ws\0", "mcpServers": []}, "$.cwd"),
+        ("session/resume", {"sessionId": "s", "cwd": "\0/x"}, "$.cwd"),
+        ("session/fork", {"sessionId": "s", "cwd": "@ws", "additionalDirectories": ["/\0"]},
+         "$.additionalDirectories[0]"),
+        ("session/list", {"cwd": "@ws\0"}, "$.cwd"),
+    ], ids=["new-cwd", "new-additional", "load-cwd", "resume-cwd", "fork-additional", "list-cwd"])
+    async def test_nul_byte_in_a_path_is_invalid_params(
+        self, agent: AgentProcess, workspace: str, method: str, extra: Message, field: str
+    ) -> None:
+        await agent.initialize()
+        params = json.loads(json.dumps(extra).replace("@ws", workspace))
+        response = await agent.request_raw(method, params)
+        assert response["error"]["code"] == -32602, response
+        assert f"- at `{field}`" in response["error"]["message"]
+        assert "NUL" in response["error"]["message"]
+        await probe(agent)
