@@ -1,9 +1,9 @@
 """No input crashes the agent (issue 12), over real stdio.
 
-Messages nested arbitrarily deep, strings that cannot be decoded, NUL bytes in paths:
-each gets a precise JSON-RPC error (with the request's ``id`` whenever it can be read),
-notifications get nothing, and the same process goes on answering and running turns,
-including a turn that was in flight meanwhile.
+Messages nested arbitrarily deep, strings that cannot be decoded, NUL bytes in paths,
+requests before ``initialize``: each gets a precise JSON-RPC error (with the request's
+``id`` whenever it can be read), notifications get nothing, and the same process goes on
+answering and running turns, including a turn that was in flight meanwhile.
 """
 
 from __future__ import annotations
@@ -306,3 +306,55 @@ class TestUndecodable:
         assert f"- at `{field}`" in response["error"]["message"]
         assert "NUL" in response["error"]["message"]
         await probe(agent)
+
+
+# --------------------------------------------------------------------------- item 9
+
+
+REQUESTS: dict[str, Callable[[str], Message]] = {
+    "authenticate": lambda ws: {"methodId": "api-key"},
+    "session/new": lambda ws: {"cwd": ws, "mcpServers": []},
+    "session/load": lambda ws: {"sessionId": "s", "cwd": ws, "mcpServers": []},
+    "session/resume": lambda ws: {"sessionId": "s", "cwd": ws},
+    "session/fork": lambda ws: {"sessionId": "s", "cwd": ws},
+    "session/list": lambda ws: {},
+    "session/delete": lambda ws: {"sessionId": "s"},
+    "session/close": lambda ws: {"sessionId": "s"},
+    "session/prompt": lambda ws: prompt("s", "hi"),
+    "session/set_mode": lambda ws: {"sessionId": "s", "modeId": "ask"},
+    "session/set_config_option": lambda ws: {"sessionId": "s", "configId": "mode", "value": "ask"},
+}
+
+
+class TestBeforeInitialize:
+    """Issue 12.9: requests other than ``initialize`` before it get an error."""
+
+    async def test_every_request_is_refused_until_initialize(
+        self, agent: AgentProcess, workspace: str
+    ) -> None:
+        for method, params in REQUESTS.items():
+            response = await agent.request_raw(method, params(workspace))
+            assert response["error"]["code"] == -32600, (method, response)
+            assert "initialize" in response["error"]["message"]
+        await agent.initialize()
+        assert await agent.new_session(workspace)
+
+    async def test_notifications_before_initialize_are_ignored(self, agent: AgentProcess) -> None:
+        await agent.notify("session/cancel", {"sessionId": "s"})
+        await agent.notify("_vendor/hello", {})
+        response = await agent.request_raw("_vendor/probe", {})
+        assert response["error"]["code"] == -32601
+        assert [m for m in agent.messages if "method" not in m] == [response]
+
+    async def test_routes_cover_every_request(self) -> None:
+        """The list above is every routed request (so none slips past the check)."""
+        from acp_agent.agent import Agent
+        from acp_agent.client import ClientProxy
+        from acp_agent.config import Config
+        from acp_agent.rpc.connection import Connection
+        from acp_agent.rpc.framing import LineReader, MemoryPipe
+
+        connection = Connection(LineReader(), MemoryPipe(LineReader()))
+        routes = Agent(Config(), ClientProxy(connection)).routes()
+        requests = {m for m, r in routes.items() if not r.notification and m != "initialize"}
+        assert requests == set(REQUESTS)
