@@ -18,7 +18,7 @@ from acp_agent.agent import Agent
 from acp_agent.client import ClientProxy
 from acp_agent.config import Config
 from acp_agent.rpc.connection import Connection, Route
-from acp_agent.rpc.framing import LineReader, MemoryPipe, Oversized
+from acp_agent.rpc.framing import LineReader, LineSink, LineSource, MemoryPipe, Oversized
 
 from .harness import AgentProcess
 from .schema_check import SchemaChecker
@@ -84,6 +84,21 @@ class FakeProcess:
         self.serving.cancel()
 
 
+class WatchedConnection(Connection):
+    """A connection that keeps the lines whose dispatch raised (there should be none:
+    ``serve()`` survives them, but each is a bug the fuzz tests want to see)."""
+
+    def __init__(
+        self, reader: LineSource, writer: LineSink, routes: Mapping[str, Route[Any]] | None = None
+    ) -> None:
+        super().__init__(reader, writer, routes)
+        self.dispatch_failures: list[bytes | Oversized] = []
+
+    def _dispatch_failed(self, line: bytes | Oversized) -> None:
+        self.dispatch_failures.append(line)
+        super()._dispatch_failed(line)
+
+
 class InProcessAgent(AgentProcess):
     """An agent (``config``), or a bare connection with ``routes``, in this event loop."""
 
@@ -94,18 +109,19 @@ class InProcessAgent(AgentProcess):
         routes: Mapping[str, Route[Any]] | None = None,
     ) -> None:
         super().__init__(checker)
-        self.config = config or Config()
+        self.config = config
         self.routes = routes
-        self.connection: Connection | None = None
+        self.connection: WatchedConnection | None = None
 
     async def start(self) -> InProcessAgent:
         assert self.proc is None, "agent already started"
         to_agent, to_client = LineReader(), LineReader()
-        connection = self.connection = Connection(to_agent, MemoryPipe(to_client))
+        connection = self.connection = WatchedConnection(to_agent, MemoryPipe(to_client))
         agent: Agent | None = None
         if self.routes is not None:
             connection.routes.update(self.routes)
         else:
+            assert self.config is not None, "an agent needs a config (with its own state dir)"
             agent = Agent(self.config, ClientProxy(connection))
             connection.routes.update(agent.routes())
         serving = asyncio.create_task(self._serve(connection, agent, to_client))
@@ -117,6 +133,11 @@ class InProcessAgent(AgentProcess):
 
     async def __aenter__(self) -> InProcessAgent:
         return await self.start()
+
+    @property
+    def dispatch_failures(self) -> list[bytes | Oversized]:
+        assert self.connection is not None
+        return self.connection.dispatch_failures
 
     @property
     def serving(self) -> asyncio.Task[None]:
