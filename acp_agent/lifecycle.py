@@ -110,7 +110,9 @@ async def list_sessions(rt: Runtime, p: t.ListSessionsRequest | None) -> t.ListS
     if cwd is not None:
         _check_path(cwd, "cwd", "`cwd` must be an absolute path")
     if p.archived not in (UNSET, None, "exclude", "include", "only"):
-        raise InvalidParams(f"Invalid params: unknown archive filter {p.archived!r}")
+        raise InvalidParams(
+            f"Invalid params: unknown archive filter {p.archived!r} - at `$.archived`"
+        )
     if p.archived == "only":  # nothing is ever archived
         return t.ListSessionsResponse(sessions=[])
     cursor = p.cursor if isinstance(p.cursor, str) else None
