@@ -4,6 +4,8 @@ Each method is routed to the module that owns it: ``lifecycle`` (sessions), ``pr
 (prompts and their cancellation), ``options`` (modes and config options), ``auth``. The
 capabilities advertised by ``initialize`` are exactly the methods routed here. Requests
 naming a subagent's session are refused (those sessions take ``session/cancel`` only).
+Until ``initialize`` has been received, every other request is refused (-32600) and
+notifications are ignored.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, TypeVar
 from . import __version__, auth, lifecycle, options, prompting
 from .client import ClientProxy
 from .config import Config
+from .errors import InvalidRequest
 from .protocol import UNSET
 from .protocol import types as t
 from .rpc.connection import Route
@@ -30,6 +33,7 @@ class Agent:
         self, config: Config, client: ClientProxy, warm: Callable[[], None] | None = None
     ) -> None:
         self.rt = Runtime(config, client, warm)
+        self.initialized = False
 
     @property
     def config(self) -> Config:
@@ -40,6 +44,7 @@ class Agent:
 
         def bound(handler: Callable[[Runtime, P], Awaitable[R]]) -> Callable[[P], Awaitable[R]]:
             async def call(p: P) -> R:
+                self.require_initialized()
                 return await handler(rt, p)
 
             return call
@@ -77,7 +82,15 @@ class Agent:
             ),
         }
 
+    def require_initialized(self) -> None:
+        """Requests before ``initialize`` are a client bug: refuse them, don't guess."""
+        if not self.initialized:
+            raise InvalidRequest(
+                "Invalid request: the connection is not initialized; send initialize first"
+            )
+
     async def initialize(self, p: t.InitializeRequest) -> t.InitializeResponse:
+        self.initialized = True  # before any await: requests sent right after it pass
         if p.client_capabilities is not UNSET:
             self.rt.client.capabilities = p.client_capabilities
         info = self.rt.model_info_for(self.config.model)
@@ -108,9 +121,12 @@ class Agent:
         )
 
     async def authenticate(self, p: t.AuthenticateRequest) -> t.AuthenticateResponse:
+        self.require_initialized()
         return auth.authenticate(self.config, p)
 
     async def cancel(self, p: t.CancelNotification) -> None:
+        if not self.initialized:
+            return  # a notification: ignored, never answered
         session = self.rt.sessions.get(p.session_id)
         if session is not None:  # unknown or idle sessions: nothing to do
             session.cancel()

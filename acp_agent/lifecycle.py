@@ -120,10 +120,12 @@ async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionRes
 async def list_sessions(rt: Runtime, p: t.ListSessionsRequest | None) -> t.ListSessionsResponse:
     p = p or t.ListSessionsRequest()
     cwd = p.cwd if isinstance(p.cwd, str) else None
-    if cwd is not None and not os.path.isabs(cwd):
-        raise InvalidParams(f"Invalid params: `cwd` must be an absolute path, got {cwd!r}")
+    if cwd is not None:
+        _check_path(cwd, "cwd", "`cwd` must be an absolute path")
     if p.archived not in (UNSET, None, "exclude", "include", "only"):
-        raise InvalidParams(f"Invalid params: unknown archive filter {p.archived!r}")
+        raise InvalidParams(
+            f"Invalid params: unknown archive filter {p.archived!r} - at `$.archived`"
+        )
     if p.archived == "only":  # nothing is ever archived
         return t.ListSessionsResponse(sessions=[])
     cursor = p.cursor if isinstance(p.cursor, str) else None
@@ -220,16 +222,24 @@ def client_prompt(value: t.SystemPrompt | UnsetType | None) -> ClientPrompt | No
 
 def roots(cwd: str, directories: list[str] | UnsetType) -> tuple[str, list[str]]:
     """Validate a lifecycle request's roots (before anything is created or loaded)."""
-    if not os.path.isabs(cwd):
-        raise InvalidParams(f"Invalid params: `cwd` must be an absolute path, got {cwd!r}")
+    _check_path(cwd, "cwd", "`cwd` must be an absolute path")
     extra = [] if isinstance(directories, UnsetType) else directories
     for i, path in enumerate(extra):
-        if not path or not os.path.isabs(path):
-            raise InvalidParams(
-                f"Invalid params: additional directories must be absolute paths, got {path!r}"
-                f" - at `$.additionalDirectories[{i}]`"
-            )
+        _check_path(
+            path,
+            f"additionalDirectories[{i}]",
+            "additional directories must be absolute paths",
+        )
     return os.path.normpath(cwd), [os.path.normpath(path) for path in extra]
+
+
+def _check_path(path: str, field: str, rule: str) -> None:
+    """A path from the client that will reach ``os`` calls: absolute, and no NUL byte
+    (which every ``os`` call refuses)."""
+    if "\0" in path:
+        raise InvalidParams(f"Invalid params: a path must not contain NUL bytes - at `$.{field}`")
+    if not path or not os.path.isabs(path):
+        raise InvalidParams(f"Invalid params: {rule}, got {path!r} - at `$.{field}`")
 
 
 # ---------------------------------------------------------------------- opening

@@ -41,13 +41,13 @@ class TestMalformed:
         await _still_serves(ready)
 
     async def test_invalid_utf8_is_a_parse_error(self, ready: AgentProcess) -> None:
-        """Bytes that are not UTF-8 answer -32700."""
+        """Bytes that are not UTF-8 answer -32700, with the request's id (it can be read)."""
         before = len(ready.messages)
         await ready.send_raw(
             b'{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"x":"\xff\xfe"}}\n'
         )
         err = await _next_error(ready, before)
-        assert err["error"]["code"] == -32700 and err["id"] is None
+        assert err["error"]["code"] == -32700 and err["id"] == 5
         await _still_serves(ready)
 
     @pytest.mark.parametrize(
