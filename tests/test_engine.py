@@ -14,7 +14,7 @@ import pytest
 from acp_agent.conversation import AssistantMessage, TextPart, UserMessage
 from acp_agent.errors import ProviderHTTPError
 from acp_agent.protocol import types as t
-from acp_agent.providers.base import TextDelta, ToolCallReady
+from acp_agent.providers.base import Finished, TextDelta, ToolCallReady
 
 from .engine_world import INFO, World, cancelled, run_until
 from .fakes.provider import Gate, calls, text
@@ -46,7 +46,7 @@ class TestStopReasons:
 
     async def test_max_tokens_answers_the_dangling_calls(self, tmp_path: Path) -> None:
         response = calls(("read_file", {"path": "a.txt"}))
-        response[-1] = response[-1].__class__("length")  # Finished("length")
+        response[-1] = Finished("length")
         world = World(tmp_path, response)
         assert (await world.turn())[0] == "max_tokens"
         (result,) = world.results()
@@ -226,7 +226,8 @@ class TestRequests:
         from acp_agent.turn import run_turn
 
         await run_turn(ctx, UserMessage([TextPart("again")]))
-        assert world.provider.requests[-1].thinking == "high"
+        again: str = world.provider.requests[-1].thinking
+        assert again == "high"
         assert world.provider.requests[-1].max_tokens == INFO.max_output_tokens
 
 

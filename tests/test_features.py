@@ -517,13 +517,15 @@ class TestRememberedPermissions:
         for root, _, files in os.walk(state_dir):
             modes[root] = stat.S_IMODE(os.stat(root).st_mode)
             for name in files:
-                modes[os.path.join(root, name)] = stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode)
+                path = os.path.join(root, name)
+                modes[path] = stat.S_IMODE(os.stat(path).st_mode)
         assert len(modes) >= 6 and all(
             mode == (0o700 if os.path.isdir(path) else 0o600) for path, mode in modes.items()
         ), modes
         # a new process, a new session in the same project: `echo one` no longer asks, but
         # the answer covers exactly that command: `echo two` asks
-        again = _agent(checker, state_dir, tmp_path, [[echo_again], [{"text": "ok"}], [echo2], [{"text": "ok"}]])
+        again = _agent(checker, state_dir, tmp_path,
+                       [[echo_again], [{"text": "ok"}], [echo2], [{"text": "ok"}]])
         again.handlers["session/request_permission"] = select_kind("reject_once")
         async with again:
             await again.initialize()

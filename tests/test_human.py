@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -408,7 +409,7 @@ def acp(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, env=agent_env({"NO_COLOR": "1", **(env or {})}))
 
 
-def test_agent_errors_end_in_one_line(state_dir, workspace, tmp_path) -> None:
+def test_agent_errors_end_in_one_line(state_dir: str, workspace: str, tmp_path: Path) -> None:
     where = ("--state-dir", state_dir, "--cwd", workspace)
     proc = acp("run", "hi", "--model", "openai:gpt-4.1", *where)
     _, err = proc.communicate(timeout=60)
@@ -424,7 +425,7 @@ def test_agent_errors_end_in_one_line(state_dir, workspace, tmp_path) -> None:
     assert lines[1] == "acp-agent: the agent exited"
 
 
-def test_ctrl_c_cancels_the_turn(state_dir, workspace, tmp_path) -> None:
+def test_ctrl_c_cancels_the_turn(state_dir: str, workspace: str, tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps([[{"text": "working on it "}, {"hang": True}]]))
     proc = acp("run", "go", "--state-dir", state_dir, "--cwd", workspace,

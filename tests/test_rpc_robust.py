@@ -51,7 +51,7 @@ class Echo:
         await self.release.wait()
         return {"waited": True}
 
-    def bad_on_cancel(self, params: object) -> None:
+    def bad_on_cancel(self, params: object, task: asyncio.Task[None]) -> None:
         self.cancel_calls += 1
         raise RuntimeError("a bug in on_cancel")
 

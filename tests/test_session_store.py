@@ -412,7 +412,7 @@ class TestTranscript:
         document = t.PlanUpdate(plan=t.PlanMarkdown(plan_id="d", content="# Plan\n- [x] done"))
         prose = t.PlanUpdate(plan=t.PlanMarkdown(plan_id="d", content="Just prose."))
         removed = t.PlanRemoved(plan_id="p")
-        summary = [t.TextContent(text="We did things.")]
+        summary: list[t.ContentBlock] = [t.TextContent(text="We did things.")]
         compaction = t.CompactionUpdate(compaction_id="c", status="completed", summary=summary)
         failed = t.CompactionUpdate(compaction_id="f", status="failed", error="overloaded")
         notice = t.Notice(severity="info", title="hello")
@@ -429,7 +429,8 @@ class TestTranscript:
         )
         assert transcript(records, everything) == [
             plan, document, prose, removed, compaction, failed, child]
-        compacted = "_The earlier conversation was compacted into this summary:_\n\nWe did things.\n"
+        compacted = ("_The earlier conversation was compacted into this summary:_\n\n"
+                     "We did things.\n")
         assert transcript(records, plain) == [
             t.Plan(entries=[entry]),
             t.Plan(entries=[t.PlanEntry(content="done", priority="medium", status="completed")]),

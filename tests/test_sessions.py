@@ -9,7 +9,7 @@ import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -673,15 +673,16 @@ class TestValidation:
 
 
 class TestReplayAcrossCapabilities:
-    SCRIPT: Script = [
+    SCRIPT: ClassVar[Script] = [
         [{"tool_call": {"name": "write_plan", "arguments": {"content": "# Plan\n- [ ] one"}}}],
         [{"text": "planned"}],
         [{"text": "SUMMARY of it all"}],  # the /compact summary
     ]
-    RICH = {"session": {"compaction": {}, "notices": {}}, "plan": {}, "subagents": {}}
+    RICH: ClassVar[dict[str, Any]] = {
+        "session": {"compaction": {}, "notices": {}}, "plan": {}, "subagents": {}}
 
     async def test_recorded_rich_loaded_plain_and_the_reverse(
-        self, make, workspace, state_dir
+        self, make: Make, workspace: str, state_dir: str
     ) -> None:
         """A session recorded by a client with every capability replays, to a client
         with none, each event in its fallback form (a plan document as the classic plan,
@@ -698,7 +699,8 @@ class TestReplayAcrossCapabilities:
             kinds = [u["sessionUpdate"] for u in replayed]
             assert "plan_update" not in kinds and "compaction_update" not in kinds
             (plan,) = [u for u in replayed if u["sessionUpdate"] == "plan"]
-            assert plan["entries"] == [{"content": "one", "priority": "medium", "status": "pending"}]
+            one = {"content": "one", "priority": "medium", "status": "pending"}
+            assert plan["entries"] == [one]
             said = "".join(u["content"]["text"] for u in replayed
                            if u["sessionUpdate"] == "agent_message_chunk")  # fmt: skip
             assert "compacted into this summary" in said and "SUMMARY of it all" in said
@@ -710,10 +712,10 @@ class TestReplayAcrossCapabilities:
             assert "plan" in kinds and "plan_update" not in kinds  # as it was shown live
             assert "compaction_update" not in kinds
 
-    async def _recorded_plain(self, make, workspace: str) -> str:
+    async def _recorded_plain(self, make: Make, workspace: str) -> str:
         async with make(self.SCRIPT) as plain:
             await plain.initialize({})
             sid = await plain.new_session(workspace)
             await plain.prompt(sid, "plan it")
             await plain.prompt(sid, "/compact")
-            return sid
+            return str(sid)

@@ -305,6 +305,7 @@ class FakeLLMServer:
                         resp = self.responder(req)
                     if resp is None:
                         resp = self._queue.popleft() if self._queue else self.default
+                assert resp is not None
                 if not await self._respond(req, resp, reader, writer):
                     break
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -366,8 +367,8 @@ class FakeLLMServer:
             await writer.drain()
             return True
         if isinstance(resp, Frames):
-            head = _SSE_HEAD.replace(b"text/event-stream", resp.content_type.encode())
-            writer.write(head + b"".join(map(_chunk, resp.frames)) + b"0\r\n\r\n")
+            sse_head = _SSE_HEAD.replace(b"text/event-stream", resp.content_type.encode())
+            writer.write(sse_head + b"".join(map(_chunk, resp.frames)) + b"0\r\n\r\n")
             await writer.drain()
             return True
         events = self._events(vendor, resp.steps, model, req.body, resp.done)

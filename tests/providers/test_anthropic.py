@@ -364,7 +364,8 @@ async def test_history_conversion(server: FakeLLMServer, provider: AnthropicProv
         UserMessage([TextPart("Go on.")]),
     ]
     server.enqueue(Reply([Text("ok"), Finish("stop")]))
-    tools = [ToolSpec(n, n, {"type": "object", "properties": {}}) for n in ("read_file", "screenshot")]
+    empty = {"type": "object", "properties": {}}
+    tools = [ToolSpec(n, n, empty) for n in ("read_file", "screenshot")]
     await collect(provider.stream(ask(*history, tools=tools)))
     source = {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="}
     assert server.requests[0].body["messages"] == [
