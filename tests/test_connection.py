@@ -74,8 +74,15 @@ async def peer() -> AsyncIterator[Peer]:
     await conn.close(grace=0)
 
 
-def route(peer: Peer, name: str, handler: Handler, **kw: Any) -> None:
-    peer.conn.routes[name] = Route(Params, handler, **kw)
+def route(
+    peer: Peer,
+    name: str,
+    handler: Handler,
+    on_cancel: Callable[[Params, asyncio.Task[None]], None] | None = None,
+    notification: bool = False,
+) -> None:
+    peer.conn.routes[name] = Route(
+        Params, handler, notification=notification, on_cancel=on_cancel)
 
 
 def blocked(peer: Peer, name: str, release: asyncio.Event) -> Handler:
@@ -115,7 +122,7 @@ async def test_a_request_may_handle_its_own_cancel(peer: Peer) -> None:
     """With ``on_cancel`` the handler is told, not cancelled, and answers itself."""
     release = asyncio.Event()
 
-    def on_cancel(p: Params) -> None:
+    def on_cancel(p: Params, task: asyncio.Task[None]) -> None:
         peer.note("on_cancel")
         release.set()
 

@@ -212,8 +212,9 @@ class TestDeepNesting:
         self, scripted: Scripted, workspace: str
     ) -> None:
         """The client answers the agent's own request with a deep result: that request
-        fails (its turn gets an answer), the turn held on another session goes on."""
-        agent = scripted([[TOOL]] * (1 + len(DEPTHS)) + [TEXT, TEXT])
+        fails, which counts as a rejection (the call is not run, the turn goes on to its
+        end), and the turn held on another session goes on."""
+        agent = scripted([[TOOL], *[[TOOL], TEXT] * len(DEPTHS), TEXT, TEXT])
         async with agent:
             busy = Busy(agent, workspace)
             await busy.start()
@@ -227,7 +228,10 @@ class TestDeepNesting:
                                 "_meta": {"x": "@deep"}}},
                     deep=deep(levels)))
                 response = await turn
-                assert "result" in response or "error" in response
+                assert response["result"]["stopReason"] == "end_turn", response
+                (call,) = [u for u in agent.updates_of(sid, "tool_call_update")
+                           if u.get("status") == "failed"]
+                assert "Unreadable response" in json.dumps(call["content"])
                 await probe(agent)
             await busy.finish()
 
