@@ -20,9 +20,10 @@ import pytest
 from rich.console import Console
 
 from acp_agent.errors import RemoteError
-from acp_agent.human import HumanClient, Keyboard, Renderer, block_text
+from acp_agent.human import HumanClient, Keyboard, Renderer, Session, block_text
 from acp_agent.human._render import JsonLines
 from acp_agent.human._rich import RichView, complete_blocks
+from acp_agent.human.checks import Options
 from acp_agent.human.client import Policy
 from acp_agent.human.keyboard import Interrupted
 from acp_agent.protocol import types as t
@@ -586,3 +587,34 @@ async def test_open_child_wires_a_subprocess_pipes() -> None:
     assert await asyncio.wait_for(reader.readline(), 5) is None
 
 
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+
+class CancelRecorder:
+    def __init__(self) -> None:
+        self.cancels: list[str] = []
+
+    def cancel_soon(self, session_id: str) -> None:
+        self.cancels.append(session_id)
+
+
+async def test_ctrl_c_cancels_a_turn_and_a_second_one_quits() -> None:
+    options = Options(command="chat", prompt=None, cwd="/", policy="deny", save=True,
+                      json=False, debug=False, model="offline")
+    session = Session(options, [])
+    session.view = Notes()
+    recorder = CancelRecorder()
+    session.client = recorder  # type: ignore[assignment]
+    session.sid, session.in_turn = "s1", True
+    main = asyncio.ensure_future(asyncio.Event().wait())
+    session._main = main  # type: ignore[assignment]
+    session.on_interrupt()
+    assert recorder.cancels == ["s1"] and session.cancelling and session.quit_status is None
+    notes = session.view.notes  # type: ignore[attr-defined]
+    assert notes == ["cancelling the turn… (Ctrl-C again quits)"]
+    session.on_interrupt()  # the cancel takes its time: a second Ctrl-C quits
+    assert recorder.cancels == ["s1"] and session.quit_status == 130
+    with pytest.raises(asyncio.CancelledError):
+        await main

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..protocol import types as t
 
-__all__ = ["HumanClient", "Keyboard", "Renderer", "Style", "View", "block_text", "main"]
+__all__ = [
+    "HumanClient", "Keyboard", "Renderer", "Session", "Style", "View", "block_text", "main",
+]
 
 INTERRUPTED = 130
 

@@ -136,8 +136,8 @@ class RichView(View):
 
     # ------------------------------------------------------------------ what is printed
 
-    def _print(self, *renderables: RenderableType, end: str = "\n") -> None:
-        self.console.print(*renderables, end=end)
+    def _print(self, *renderables: RenderableType, end: str = "\n", wrap: bool = True) -> None:
+        self.console.print(*renderables, end=end, soft_wrap=not wrap)
 
     def _block(self, text: str) -> RenderableType:
         if self.kind == "thought":
@@ -245,7 +245,7 @@ class RichView(View):
     def note(self, text: str, level: str = "info") -> None:
         self._flush(final=True)
         style = NOTE_STYLES.get(level, "dim")
-        self._print(Text(text, style=style))
+        self._print(Text(text, style=style), wrap=False)  # the terminal wraps: copied whole
 
     def start_cancelling(self) -> None:
         self.cancelling = True
