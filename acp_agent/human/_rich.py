@@ -15,11 +15,11 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
-from rich.markdown import Markdown
+from rich.markdown import CodeBlock, Markdown, MarkdownElement
 from rich.padding import Padding
 from rich.spinner import Spinner
 from rich.syntax import Syntax
@@ -34,6 +34,21 @@ PLAN_MARK = {"pending": ("○", "default"), "in_progress": ("◉", "bold yellow"
 NOTE_STYLES = {"info": "dim", "warn": "yellow", "error": "bold red", "plain": ""}
 MAX_OUTPUT_LINES = 20
 MAX_DIFF_LINES = 200
+
+
+class _Code(CodeBlock):
+    """A code block indented, without the blank lines rich pads it with."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        code = str(self.text).rstrip()
+        yield Syntax(code, self.lexer_name, theme=self.theme, word_wrap=True,
+                     padding=(0, 0, 0, 2), background_color="default")  # fmt: skip
+
+
+class _Markdown(Markdown):
+    elements: ClassVar[dict[str, type[MarkdownElement]]] = {
+        **Markdown.elements, "fence": _Code, "code_block": _Code,
+    }  # fmt: skip
 
 
 def complete_blocks(text: str) -> int:
@@ -67,6 +82,7 @@ class RichView(View):
         self.running: dict[str, Call] = {}
         self.started = time.monotonic()
         self.in_turn = False
+        self.spinner = Spinner("dots", style="cyan")  # one, so that it turns
         self._ticker: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ the live region
@@ -111,7 +127,8 @@ class RichView(View):
             parts.append(self._block(self.buf))
         if self.plan:
             parts.append(self._plan(self.plan))
-        parts.append(Spinner("dots", self._status(), style="cyan"))
+        self.spinner.update(text=self._status())
+        parts.append(self.spinner)
         return Group(*parts)
 
     def _status(self) -> Text:
@@ -142,7 +159,7 @@ class RichView(View):
     def _block(self, text: str) -> RenderableType:
         if self.kind == "thought":
             return Text(text.strip("\n"), style="dim italic")
-        return Markdown(text.strip("\n"), code_theme=CODE_THEME)
+        return _Markdown(text.strip("\n"), code_theme=CODE_THEME)
 
     def _flush(self, *, final: bool = False) -> None:
         """Print the complete blocks of the streamed message (all of it when ``final``)."""
