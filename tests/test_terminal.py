@@ -27,12 +27,12 @@ class Term:
     """A command in a pseudo-terminal and the screen it draws."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None,
-                 cwd: str | None = None) -> None:
-        self.screen = pyte.Screen(COLS, ROWS)
+                 cwd: str | None = None, cols: int = COLS) -> None:
+        self.screen = pyte.Screen(cols, ROWS)
         self.stream = pyte.ByteStream(self.screen)
         self.raw = b""
         self.child = pexpect.spawn(
-            sys.executable, ["-m", "acp_agent", *args], cwd=cwd, dimensions=(ROWS, COLS),
+            sys.executable, ["-m", "acp_agent", *args], cwd=cwd, dimensions=(ROWS, cols),
             env=agent_env({"TERM": "xterm-256color", **(env or {})}))
         self.status: int | None = None
 
@@ -156,6 +156,30 @@ def test_the_demo_turn_asks_with_its_question_whole_on_screen(
     assert "Traceback" not in screen and "⠋" not in screen  # the progress line is gone
     assert re.search(r"^— stop: end_turn · tokens: [\d,]+ in / [\d,]+ out · context: ", screen,
                      re.M)
+
+
+def test_the_readme_shows_the_demo_as_the_screen_does(tmp_path: Path, state_dir: str) -> None:
+    """The capture in README.md is what the quick start's command draws, in a project of
+    two files on a terminal 92 columns wide (the numbers of the footer aside)."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    captured = readme.split("two files the screen reads:\n\n```text\n", 1)[1].split("```")[0]
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# demo\n")
+    (project / "app.py").write_text("print('hello')\n")
+    t = Term("run", "show me what you can do", "--state-dir", state_dir, cwd=str(project),
+             cols=92)
+    try:
+        t.wait_for(CHOICES)
+        t.type("a")
+        assert t.finish() == 0
+    finally:
+        t.close()
+
+    def numbers(text: str) -> str:
+        return re.sub(r"[\d,]+", "N", text)
+
+    assert numbers(t.text()) == numbers(captured.rstrip("\n"))
 
 
 def test_markdown_and_a_command_that_fails(term: Start, tmp_path: Path) -> None:
