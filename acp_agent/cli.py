@@ -305,5 +305,7 @@ def main(argv: list[str] | None = None) -> None:
         loop.run_until_complete(serve(cfg))
     except KeyboardInterrupt:
         code = 130
+        if sys.stdin.isatty():  # Ctrl-C typed after the hint: the shell's prompt on its line
+            sys.stderr.write("\n")
     sys.stderr.flush()
     os._exit(code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -320,6 +321,18 @@ def test_a_server_that_is_not_there_is_named(term: Start, bad_files: dict[str, s
     assert "Cannot connect to http://127.0.0.1:9/v1: connection refused" in written
     assert "is the server running, and is --base-url right?" in written
     assert "Traceback" not in written and '"level"' not in written  # no log lines either
+
+
+def test_an_agent_that_dies_is_one_line(term: Start, tmp_path: Path) -> None:
+    t = term("run", "go", env=script(tmp_path, [{"text": "working"}, {"hang": True}]))
+    t.wait_for("working")
+    (agent,) = Path(f"/proc/{t.child.pid}/task/{t.child.pid}/children").read_text().split()
+    os.kill(int(agent), signal.SIGKILL)
+    assert t.finish() == 1
+    lines = [line for line in t.text().splitlines() if line.startswith("acp-agent:")]
+    assert lines == ["acp-agent: the agent exited unexpectedly (killed by signal 9); "
+                     "--debug shows its log"]
+    assert "Traceback" not in t.text()
 
 
 def test_plain_acp_agent_on_a_terminal_says_what_it_is(term: Start) -> None:

@@ -15,6 +15,7 @@ and a non-zero status, never a traceback (``--debug`` shows them).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
@@ -95,6 +96,7 @@ class Session:
         self.in_turn = False
         self.cancelling = False
         self.quit_status: int | None = None  # set when a signal ends it all
+        self.closing = False
         self._main: asyncio.Task[int] | None = None
 
     async def run(self) -> int:
@@ -122,18 +124,24 @@ class Session:
             sys.stderr.write(f"acp-agent: {self.client.exit_reason()}\n")
             return 1
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                loop.remove_signal_handler(sig)
+            self.closing = True  # from now on Ctrl-C only hurries the agent's exit
             self.keyboard.close()
             self.view.close()
             if self.client is not None:
                 await self.client.close(grace=1 if self.quit_status else 5)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                loop.remove_signal_handler(sig)
 
     # ------------------------------------------------------------------ signals
 
     def on_interrupt(self) -> None:
         """Ctrl-C: a read ends (the prompt quits, a question rejects and cancels); a turn
         is cancelled; a second one while it is cancelled quits."""
+        if self.closing:
+            proc = self.client.proc if self.client is not None else None
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+            return
         if self.keyboard.interrupt():
             return
         if self.in_turn and not self.cancelling:
@@ -149,6 +157,8 @@ class Session:
             self.view.start_cancelling()
 
     def quit(self, status: int) -> None:
+        if self.closing:
+            return
         if self.quit_status is None:
             self.quit_status = status
             if status == INTERRUPTED and self.in_turn:
@@ -163,8 +173,6 @@ class Session:
         self.sid = sid = await client.new_session(self.options.cwd)
         try:
             if self.options.prompt is not None:
-                if isinstance(self.view, JsonLines):
-                    self.view.session_id = sid
                 result = await self.turn(self.options.prompt)
                 if result is None:
                     return 1
@@ -173,8 +181,9 @@ class Session:
                 return 0 if result.stop_reason == "end_turn" else 1
             return await self.chat()
         finally:
-            if not self.options.save and self.quit_status is None:
-                await client.delete(sid)
+            if not self.options.save:  # even after a quit: `run` leaves nothing behind
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(client.delete(sid), 3)
 
     async def chat(self) -> int:
         self.view.note(

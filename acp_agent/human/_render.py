@@ -99,6 +99,7 @@ class View:
         self.context_fresh = False  # a usage_update came during this turn
         self.plan: list[t.PlanEntry] | None = None
         self.cancelling = False
+        self.session_id = ""
 
     def begin_turn(self) -> None:
         self.context_fresh = False
@@ -269,7 +270,6 @@ class JsonLines(View):
         super().__init__()
         self.out = out
         self.err = err if err is not None else sys.stderr
-        self.session_id = ""
 
     def _line(self, value: Any) -> None:
         self.out.write(msgspec.json.encode(value).decode() + "\n")

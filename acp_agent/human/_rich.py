@@ -291,6 +291,7 @@ class RichView(View):
 
     def close(self) -> None:
         self._hide_live()
+        self.in_turn = False
 
 
 def _clip(text: str) -> str:

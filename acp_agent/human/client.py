@@ -137,13 +137,17 @@ class HumanClient:
         last = next((line for line in reversed(self.stderr_tail) if line.strip()), "")
         if last.startswith("acp-agent: "):
             return last.removeprefix("acp-agent: ")
-        status = f" (status {code})" if code not in (None, 0) else ""
+        status = (
+            f" (killed by signal {-code})" if code is not None and code < 0
+            else f" (status {code})" if code else ""
+        )  # fmt: skip
         return f"the agent exited unexpectedly{status}; --debug shows its log"
 
     # ------------------------------------------------------------------ the agent asks
 
     async def _on_update(self, params: t.SessionNotification) -> None:
         update = params.update
+        self.view.session_id = params.session_id
         if isinstance(update, t.CurrentModeUpdate) and self.modes is not None:
             self.modes.current_mode_id = update.current_mode_id
         self.view.update(update)
