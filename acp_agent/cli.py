@@ -86,7 +86,7 @@ def build_human_parser(command: str) -> argparse.ArgumentParser:
     )  # fmt: skip
     policy.add_argument(
         "--deny", dest="policy", action="store_const", const="deny",
-        help="reject each tool call that asks (default without a terminal to ask on)",
+        help="reject each tool call that asks",
     )  # fmt: skip
     p.add_argument(
         "--save",
@@ -288,7 +288,11 @@ def main(argv: list[str] | None = None) -> None:
     except config_mod.ConfigError as exc:
         sys.stderr.write(f"acp-agent: {exc}\n")
         raise SystemExit(2) from None
-    log.configure(cfg.log_level, cfg.log_file)
+    try:
+        log.configure(cfg.log_level, cfg.log_file)
+    except OSError as exc:
+        sys.stderr.write(f"acp-agent: log file {cfg.log_file}: {exc.strerror}\n")
+        raise SystemExit(2) from None
     if sys.stdin.isatty():  # a person typed `acp-agent`: say what it is waiting for
         sys.stderr.write(TERMINAL_HINT)
 

@@ -147,6 +147,12 @@ def test_plain_flags_are_read_without_argparse() -> None:
         assert _plain_flags(argv) is None, argv
 
 
+def test_a_log_file_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    result = acp("--log-file", str(tmp_path / "no" / "log"))
+    assert result.returncode == 2
+    assert result.stderr == f"acp-agent: log file {tmp_path}/no/log: No such file or directory\n"
+
+
 def test_plain_flag_values_are_still_validated(state_dir: str) -> None:
     result = acp("--mode", "reckless", "--state-dir", state_dir)
     assert result.returncode == 2 and "default-mode" in result.stderr

@@ -199,6 +199,22 @@ async def test_the_rich_view_renders_markdown_diffs_and_a_failed_command() -> No
     assert lines[-3:] == ["Plan", " ✔ look", "— stop: end_turn"]
 
 
+@pytest.mark.parametrize(("raw", "shown"), [
+    ({"path": "a.py", "old_string": "x = 1\n", "new_string": "x = 2\n"},
+     ["  @@ -1 +1 @@", "  -x = 1", "  +x = 2"]),
+    ({"path": "a.py", "content": "print(1)\n"}, ["  print(1)"]),
+    ({"command": "ls -l"}, ["  $ ls -l"]),
+    ({"command": "ls"}, []),  # the title says it already
+])
+def test_a_question_shows_what_it_is_about(raw: dict[str, Any], shown: list[str]) -> None:
+    console = Console(file=io.StringIO(), width=70, color_system=None)
+    req = t.RequestPermissionRequest(session_id="s", options=[], tool_call=t.ToolCallUpdate(
+        tool_call_id="c", title="Do `ls`", raw_input=raw))
+    RichView(console).question(req, "[a]llow once")
+    lines = [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
+    assert lines == ["? Allow Do `ls`?", *shown, "  [a]llow once:"]
+
+
 # --------------------------------------------------------------------------- client
 
 

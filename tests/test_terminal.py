@@ -293,6 +293,8 @@ MISTAKES = {
     "malformed script": ([], {"ACP_AGENT_OFFLINE_SCRIPT": "{dir}/bad.json"}, "not valid JSON"),
     "odd script": ([], {"ACP_AGENT_OFFLINE_SCRIPT": "{dir}/odd.json"}, "unknown key 'txt'"),
     "no such cwd": (["--cwd", "/nonexistent"], {}, "--cwd /nonexistent: /nonexistent does not"),
+    "log file": (["--log-file", "{dir}/no/such/dir/log"], {},
+                 "log file {dir}/no/such/dir/log: No such file or directory"),
     "base URL form": (["--model", "ollama:qwen", "--base-url", "localhost:11434"], {},
                       "write it with its scheme, e.g. 'http://localhost:11434'"),
 }

@@ -273,14 +273,9 @@ class RichView(View):
         title = req.tool_call.title or (call.label if call else "a tool call")
         self._print(Text.assemble(("? ", "bold yellow"), ("Allow ", "bold"), (title, "bold"),
                                   ("?", "bold")))  # fmt: skip
-        details = _command_of(req.tool_call.raw_input)
-        if details and details not in title:
-            self._print(Padding(Text("$ " + details, style="dim"), (0, 0, 0, 2)))
-        for item in (call.content if call else None) or []:
-            if isinstance(item, t.Diff):
-                shown = self._content(item)
-                if shown is not None:
-                    self._print(Padding(shown, (0, 0, 0, 2)))
+        preview = _preview(req.tool_call.raw_input, title)
+        if preview is not None:
+            self._print(Padding(preview, (0, 0, 0, 2)))
         self._print(Text("  " + choices + ": ", style="cyan"), end="")
 
     def prompt(self) -> None:
@@ -311,7 +306,22 @@ def _output(text: str) -> Text:
     return Text(_clip(text), style="dim")
 
 
-def _command_of(raw: Any) -> str | None:
-    if isinstance(raw, dict) and isinstance(raw.get("command"), str):
-        return str(raw["command"])
+def _preview(raw: Any, title: str) -> RenderableType | None:
+    """What a question is about, beyond its title: the command, the edit as a diff, the
+    content to be written."""
+    if not isinstance(raw, dict):
+        return None
+    command, path = raw.get("command"), raw.get("path")
+    if isinstance(command, str):
+        return None if command in title else Text("$ " + command, style="dim")
+    old, new = raw.get("old_string"), raw.get("new_string")
+    if isinstance(path, str) and isinstance(old, str) and isinstance(new, str):
+        lines = diff_lines(t.Diff(path=path, old_text=old, new_text=new))[2:]  # no file names
+        return Syntax(_clip("\n".join(lines)), "diff", theme=CODE_THEME,
+                      background_color="default")  # fmt: skip
+    content = raw.get("content")
+    if isinstance(path, str) and isinstance(content, str):
+        lexer = Syntax.guess_lexer(path, content)
+        return Syntax(_clip(content.rstrip("\n")), lexer, theme=CODE_THEME,
+                      background_color="default")  # fmt: skip
     return None

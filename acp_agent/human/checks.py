@@ -40,6 +40,12 @@ def check(command: str, args: Any, config: Config) -> Options:
         what = "is not a directory" if os.path.exists(cwd) else "does not exist"
         raise UserError(f"--cwd {args.cwd}: {cwd} {what}")
     check_model(config, args.base_url)
+    if config.log_file:
+        try:
+            with open(config.log_file, "a"):
+                pass
+        except OSError as exc:
+            raise UserError(f"log file {config.log_file}: {exc.strerror}") from None
     policy: Policy = args.policy or ("ask" if can_ask() else "cannot_ask")
     return Options(
         command=command,
