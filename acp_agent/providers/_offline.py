@@ -61,6 +61,48 @@ from .base import (
 
 _WORDS = re.compile(r"\S+\s*|\s+")
 
+#: The keys a script step may have (one each; see the module's docstring).
+STEP_KEYS = frozenset(
+    ("text", "thinking", "tool_call", "usage", "sleep", "mark", "hang", "error", "disconnect",
+     "finish")
+)  # fmt: skip
+
+
+class ScriptError(ValueError):
+    """An offline script that cannot be played; the message says where and why."""
+
+
+def load_script(path: str) -> list[list[dict[str, Any]]]:
+    """The responses of the script at ``path``, checked step by step."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise ScriptError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        script = msgspec.json.decode(data, type=list[list[dict[str, Any]]])
+    except msgspec.ValidationError as exc:
+        where = str(exc).replace("`$", "`script")
+        raise ScriptError(
+            f"{path}: a list of responses (lists of steps) is expected: {where}"
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise ScriptError(f"{path}: not valid JSON: {exc}") from None
+    for i, response in enumerate(script):
+        for j, step in enumerate(response):
+            unknown = sorted(set(step) - STEP_KEYS)
+            if unknown:
+                raise ScriptError(
+                    f"{path}: response {i + 1}, step {j + 1}: unknown key {unknown[0]!r} "
+                    f"(one of {', '.join(sorted(STEP_KEYS))})"
+                )
+            call = step.get("tool_call")
+            if "tool_call" in step and not (isinstance(call, dict) and "name" in call):
+                raise ScriptError(
+                    f"{path}: response {i + 1}, step {j + 1}: `tool_call` needs a `name`"
+                )
+    return script
+
 
 def chunk_words(text: str, per_chunk: int = 2) -> Iterator[str]:
     """Split text into small chunks of a few words (keeping whitespace)."""
@@ -84,9 +126,7 @@ class OfflineProvider:
 
     @classmethod
     def from_file(cls, path: str) -> OfflineProvider:
-        with open(path, "rb") as fh:
-            script = msgspec.json.decode(fh.read(), type=list[list[dict[str, Any]]])
-        return cls(script)
+        return cls(load_script(path))
 
     @property
     def name(self) -> str:
