@@ -314,8 +314,12 @@ class Pair:
         self.typist.close()
 
 
+ALL_KINDS: tuple[t.PermissionOptionKind, ...] = (
+    "allow_once", "allow_always", "reject_once", "reject_always")
+
+
 def ask(conn: Connection, title: str = "Run `ls`",
-        kinds: tuple[str, ...] = ("allow_once", "allow_always", "reject_once", "reject_always"),
+        kinds: tuple[t.PermissionOptionKind, ...] = ALL_KINDS,
         ) -> Awaitable[t.RequestPermissionResponse]:
     options = [t.PermissionOption(option_id=k, name=k, kind=k) for k in kinds]
     return conn.request(
@@ -353,6 +357,7 @@ async def test_a_turn_over_the_connection() -> None:
     await pair.close()
     assert result.stop_reason == "end_turn"
     assert seen == [[t.TextContent(text="hello")], "allow_once", -32601]
+    assert isinstance(pair.out, io.StringIO)
     assert pair.out.getvalue() == "Hi\n— stop: end_turn · tokens: 2 in / 1 out\n"
 
 
@@ -364,8 +369,9 @@ async def test_a_turn_over_the_connection() -> None:
     ("deny", ("allow_once", "reject_always"), "reject_always"),
     ("deny", ("allow_once",), "reject_once"),  # never a yes: an option not offered is a no
 ])
-async def test_the_permission_policies(policy: Policy, kinds: tuple[str, ...],
-                                       answer: str) -> None:
+async def test_the_permission_policies(
+    policy: Policy, kinds: tuple[t.PermissionOptionKind, ...], answer: str
+) -> None:
     answers: list[str] = []
 
     async def turn(conn: Connection, req: t.PromptRequest) -> t.PromptResponse:
@@ -622,13 +628,13 @@ async def test_ctrl_c_cancels_a_turn_and_a_second_one_quits() -> None:
     session = Session(options, [])
     session.view = Notes()
     recorder = CancelRecorder()
-    session.client = recorder  # type: ignore[assignment]
+    session.client = recorder  # type: ignore[assignment]  # a fake: only cancel_soon
     session.sid, session.in_turn = "s1", True
     main = asyncio.ensure_future(asyncio.Event().wait())
-    session._main = main  # type: ignore[assignment]
+    session._main = main
     session.on_interrupt()
     assert recorder.cancels == ["s1"] and session.cancelling and session.quit_status is None
-    notes = session.view.notes  # type: ignore[attr-defined]
+    notes = session.view.notes
     assert notes == ["cancelling the turn… (Ctrl-C again quits)"]
     session.on_interrupt()  # the cancel takes its time: a second Ctrl-C quits
     assert recorder.cancels == ["s1"] and session.quit_status == 130

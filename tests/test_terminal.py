@@ -32,7 +32,7 @@ class Term:
         self.screen = pyte.Screen(cols, ROWS)
         self.stream = pyte.ByteStream(self.screen)
         self.raw = b""
-        self.child = pexpect.spawn(
+        self.child: pexpect.spawn[bytes] = pexpect.spawn(
             sys.executable, ["-m", "acp_agent", *args], cwd=cwd, dimensions=(ROWS, cols),
             env=agent_env({"TERM": "xterm-256color", **(env or {})}))
         self.status: int | None = None
@@ -305,7 +305,10 @@ def test_each_mistake_is_one_line_and_a_failure(
     term: Start, bad_files: dict[str, str], state_dir: str, mistake: str,
 ) -> None:
     args, env, says = MISTAKES[mistake]
-    fill = lambda s: s.format(**bad_files)  # noqa: E731
+
+    def fill(s: str) -> str:
+        return s.format(**bad_files)
+
     t = term("run", "hi", *map(fill, args), "--state-dir", state_dir,
              env={k: fill(v) for k, v in env.items()}, where=False)
     assert t.finish() == 2
