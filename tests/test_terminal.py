@@ -32,9 +32,12 @@ class Term:
         self.screen = pyte.Screen(cols, ROWS)
         self.stream = pyte.ByteStream(self.screen)
         self.raw = b""
+        environ = agent_env({"TERM": "xterm-256color", **(env or {})})
+        for sized in ("COLUMNS", "LINES"):  # pytest-xdist workers set 80x24: the pty's own
+            environ.pop(sized, None)  # size is what a terminal program must read
         self.child: pexpect.spawn[bytes] = pexpect.spawn(
             sys.executable, ["-m", "acp_agent", *args], cwd=cwd, dimensions=(ROWS, cols),
-            env=agent_env({"TERM": "xterm-256color", **(env or {})}))
+            env=environ)
         self.status: int | None = None
 
     def text(self) -> str:
