@@ -40,7 +40,7 @@ MAX_URL = 2048
 
 
 async def list_providers(rt: Runtime, p: t.ListProvidersRequest | None) -> t.ListProvidersResponse:
-    from .providers.registry import FAMILIES, endpoint, spec
+    from .providers.registry import FAMILIES, base_url, spec
 
     out = []
     for family in FAMILIES:
@@ -49,7 +49,7 @@ async def list_providers(rt: Runtime, p: t.ListProvidersRequest | None) -> t.Lis
             continue
         current = None
         if family not in rt.disabled:
-            url = endpoint(rt.config, family).base_url or s.sdk_base_url or ""
+            url = base_url(rt.config, family) or s.sdk_base_url or ""
             current = t.ProviderCurrentConfig(api_type=s.protocol, base_url=_masked(url))
         out.append(
             t.ProviderInfo(

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
@@ -47,7 +46,6 @@ class _File(msgspec.Struct):
     providers: dict[str, Entry] = {}
 
 
-_decoder = msgspec.json.Decoder(_File)
 _fetched: dict[str, str] = {}
 """Keys read from the keyring by this process (asked once; scrubbed from children)."""
 
@@ -76,7 +74,7 @@ def _read(file: str | None) -> dict[str, Entry]:
     except OSError as exc:
         raise CredentialsError(f"{file}: cannot read: {exc.strerror}") from None
     try:
-        return _decoder.decode(data).providers
+        return msgspec.json.decode(data, type=_File).providers
     except msgspec.DecodeError:  # the message would quote the content: a key, maybe
         raise CredentialsError(
             f"{file}: not a credentials file; delete it and log in again"
@@ -195,6 +193,8 @@ def _locked(file: str) -> Iterator[None]:
 
 
 def _write(file: str, stored: dict[str, Entry]) -> None:
+    import tempfile  # ~7 ms (shutil, bz2...): only when a key is stored or forgotten
+
     data = msgspec.json.format(msgspec.json.encode(_File(providers=stored))) + b"\n"
     d = os.path.dirname(file)
     try:

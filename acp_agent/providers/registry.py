@@ -115,7 +115,7 @@ STORED = "stored"
 
 
 def has_auth_header(headers: Mapping[str, str] | None) -> bool:
-    return bool(headers) and any(name.lower() in AUTH_HEADERS for name in headers or ())
+    return any(name.lower() in AUTH_HEADERS for name in headers or ())
 
 
 def key_names(family: ProviderSpec, config: Config) -> tuple[str, ...]:
@@ -138,13 +138,20 @@ def key_source(config: Config, family: str, env: Mapping[str, str] = os.environ)
     return found
 
 
+def base_url(config: Config, family: str, env: Mapping[str, str] = os.environ) -> str | None:
+    """``family``'s base URL: configuration, then environment, then the family's default
+    (``None``: the SDK's own)."""
+    s = spec(family)
+    env_url = env.get(s.base_url_env) if s.base_url_env else None
+    return config.provider_settings(family).base_url or env_url or s.default_base_url
+
+
 def endpoint(config: Config, family: str, env: Mapping[str, str] = os.environ) -> Endpoint:
-    """The endpoint of ``family``: configuration, then environment, then the default; the
-    key as :func:`key_source` finds it."""
+    """The endpoint of ``family`` (:func:`base_url`), with the key :func:`key_source`
+    finds."""
     s = spec(family)
     settings = config.provider_settings(family)
     names = key_names(s, config)
-    env_url = env.get(s.base_url_env) if s.base_url_env else None
     limits = config.limits
     source = key_source(config, family, env)
     key_env: str | None
@@ -156,7 +163,7 @@ def endpoint(config: Config, family: str, env: Mapping[str, str] = os.environ) -
         key_env = names[0] if names else None
     return Endpoint(
         api_key=api_key,
-        base_url=settings.base_url or env_url or s.default_base_url,
+        base_url=base_url(config, family, env),
         timeout=max(settings.timeout, limits.first_event_timeout, limits.idle_timeout),
         connect_timeout=settings.connect_timeout,
         headers=dict(settings.headers),
