@@ -7,10 +7,13 @@ the ``checker`` fixture in conftest fails the test on any violation.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import json
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -32,9 +35,16 @@ class ResponseError(Exception):
         self.data = error.get("data")
 
 
+NO_USER_CONFIG = tempfile.mkdtemp(prefix="acp-agent-tests-config-")
+"""An empty XDG_CONFIG_HOME: the developer's config.toml and the keys `acp-agent login`
+stored never reach a test's agent (a test names its own directory when it needs one)."""
+atexit.register(shutil.rmtree, NO_USER_CONFIG, True)
+
+
 def agent_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACP_AGENT_", "OPENAI_", "ANTHROPIC_"))}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["XDG_CONFIG_HOME"] = NO_USER_CONFIG
     env.update(extra or {})
     return env
 

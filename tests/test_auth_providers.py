@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -153,6 +154,63 @@ class TestStoredKey:
             (call,) = agent.tool_calls(sid)
             output = json.dumps(call["content"])
             assert "VISIBLE=yes" in output and SECRET not in output
+
+
+FAKE_KEYRING = """
+import json, os
+
+def _load():
+    path = os.environ["FAKE_KEYRING"]
+    return json.load(open(path)) if os.path.exists(path) else {}
+
+def _save(items):
+    json.dump(items, open(os.environ["FAKE_KEYRING"], "w"))
+
+def set_password(service, user, secret):
+    items = _load()
+    items[service + "/" + user] = secret
+    _save(items)
+
+def get_password(service, user):
+    return _load().get(service + "/" + user)
+
+def delete_password(service, user):
+    items = _load()
+    del items[service + "/" + user]
+    _save(items)
+"""
+
+
+async def test_a_key_in_the_system_keyring_signs_the_agent_in(
+    checker: SchemaChecker, state_dir: str, cfg: Path, workspace: str, server: FakeLLMServer,
+    tmp_path: Path,
+) -> None:
+    """``--store keyring`` with a keyring package present (a file-backed stand-in)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "keyring.py").write_text(FAKE_KEYRING)
+    ring = tmp_path / "ring.json"
+    env = {"XDG_CONFIG_HOME": str(cfg), "FAKE_KEYRING": str(ring),
+           "PYTHONPATH": f"{Path(__file__).resolve().parent.parent}{os.pathsep}{site}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_agent", "login", "--provider", "anthropic",
+         "--key-from-stdin", "--store", "keyring"], input=SECRET + "\n", text=True,
+        capture_output=True, timeout=30, env=agent_env(env))  # fmt: skip
+    assert done.returncode == 0 and "the system keyring" in done.stderr, done.stderr
+    assert json.loads(ring.read_text()) == {"acp-agent/anthropic": SECRET}
+    assert SECRET not in (cfg / "acp-agent/credentials/keys.json").read_text()
+    server.enqueue(Reply([Text("from the keyring"), Finish("end_turn")]))
+    agent = make_agent(checker, state_dir, cfg, "--model", "anthropic:claude-sonnet-4-5",
+                       "--base-url", server.url, env=env)
+    async with agent:
+        await agent.initialize()
+        assert (await agent.request("auth/status"))["state"] == "authenticated"
+        sid = await agent.new_session(workspace)
+        assert (await agent.prompt(sid, "hi"))["stopReason"] == "end_turn"
+        sent = server.requests[0].headers
+        assert SECRET in (sent.get("x-api-key", "") + sent.get("authorization", ""))
+        assert await agent.request("logout") == {}
+    assert json.loads(ring.read_text()) == {}
 
 
 class TestAuthStatus:
