@@ -40,13 +40,11 @@ MAX_URL = 2048
 
 
 async def list_providers(rt: Runtime, p: t.ListProvidersRequest | None) -> t.ListProvidersResponse:
-    from .providers.registry import FAMILIES, base_url, spec
+    from .providers.registry import base_url, spec
 
     out = []
-    for family in FAMILIES:
+    for family in _listed():
         s = spec(family)
-        if not s.remote:
-            continue
         current = None
         if family not in rt.disabled:
             url = base_url(rt.config, family) or s.sdk_base_url or ""
@@ -94,9 +92,7 @@ async def set_provider(rt: Runtime, p: t.SetProviderRequest) -> t.SetProviderRes
 async def disable_provider(
     rt: Runtime, p: t.DisableProviderRequest
 ) -> t.DisableProviderResponse:
-    from .providers.registry import FAMILIES, spec
-
-    if p.provider_id not in FAMILIES or not spec(p.provider_id).remote:
+    if p.provider_id not in _listed():
         return t.DisableProviderResponse()  # unknown: nothing to disable
     if p.provider_id == rt.config.provider:
         raise InvalidParams(
@@ -109,10 +105,17 @@ async def disable_provider(
     return t.DisableProviderResponse()
 
 
-def _configurable(provider_id: str) -> ProviderSpec:
+def _listed() -> list[str]:
+    """The families ``providers/*`` know: those served over the network."""
     from .providers.registry import FAMILIES, spec
 
-    listed = [f for f in FAMILIES if spec(f).remote]
+    return [f for f in FAMILIES if spec(f).remote]
+
+
+def _configurable(provider_id: str) -> ProviderSpec:
+    from .providers.registry import spec
+
+    listed = _listed()
     if provider_id not in listed:
         raise InvalidParams(
             f"Invalid params: unknown provider {provider_id!r}: one of {', '.join(listed)}"
