@@ -33,9 +33,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     import argparse
 
     from .cli import _agent_flags
-    from .providers.registry import FAMILIES, spec
 
-    keyed = [f for f in FAMILIES if spec(f).key_envs]
     p = argparse.ArgumentParser(
         prog=f"acp-agent {command}",
         description="Store a provider's API key for the agent (asked without echo)."
@@ -46,9 +44,10 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--provider",
-        choices=keyed,
-        help="whose key (default: the configured model's provider"
-        + (", else asked)" if command == "login" else ", else every one)"),
+        choices=_keyed(),
+        help="whose key (default: the configured model's provider, else asked)"
+        if command == "login"
+        else "whose key (default: every stored one)",
     )
     if command == "login":
         p.add_argument(
@@ -78,7 +77,7 @@ def main(command: str, argv: list[str]) -> int:
         return _fail(f"acp-agent: {exc}", 2)
     try:
         if command == "logout":
-            return _logout(args.provider, config)
+            return _logout(args.provider)
         return _login(args, config)
     except KeyboardInterrupt:
         return _fail("\nCancelled: nothing stored.", 130)
@@ -86,7 +85,7 @@ def main(command: str, argv: list[str]) -> int:
 
 def _login(args: argparse.Namespace, config: Config) -> int:
     from .providers.credentials import CredentialsError, save
-    from .providers.registry import FAMILIES, key_names, spec
+    from .providers.registry import key_names, spec
 
     interactive = not args.key_from_stdin
     if interactive and not sys.stdin.isatty():
@@ -99,7 +98,7 @@ def _login(args: argparse.Namespace, config: Config) -> int:
         if not interactive:
             return _fail(f"acp-agent login: {config.model} takes no key: name the provider"
                          " with --provider", 2)  # fmt: skip
-        family = _choose([f for f in FAMILIES if spec(f).key_envs])
+        family = _choose(_keyed())
     s = spec(family)
     if interactive:
         for_model = f" for {config.model}" if family == config.provider else ""
@@ -125,7 +124,7 @@ def _login(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-def _logout(provider: str | None, config: Config) -> int:
+def _logout(provider: str | None) -> int:
     from .providers.credentials import CredentialsError, remove
     from .providers.registry import spec
 
@@ -138,6 +137,13 @@ def _logout(provider: str | None, config: Config) -> int:
     else:
         _say("No API key was stored" + (f" for {spec(provider).title}." if provider else "."))
     return 0
+
+
+def _keyed() -> list[str]:
+    """The families that take a key."""
+    from .providers.registry import FAMILIES, spec
+
+    return [f for f in FAMILIES if spec(f).key_envs]
 
 
 def _choose(families: list[str]) -> str:
