@@ -126,29 +126,31 @@ async def logout(rt: Runtime, p: t.LogoutRequest | None = None) -> t.LogoutRespo
 
 def status(config: Config, disabled: Collection[str] = ()) -> t.AuthStatusResponse:
     """The configured model's state; one account per usable provider with a credential."""
-    from .providers.registry import FAMILIES, HEADERS, STORED, key_source, missing_key, spec
+    from .providers.registry import FAMILIES, key_source, missing_key
 
-    accounts = []
-    for family in FAMILIES:
-        source = None if family in disabled else key_source(config, family)
-        if source is None:
-            continue
-        title = spec(family).title
-        label = (
-            f"{title}: credentials in its endpoint's headers"
-            if source == HEADERS
-            else f"{title} API key ("
-            + ("stored by acp-agent login" if source == STORED else source)
-            + ")"
-        )
-        accounts.append(t.AuthAccount(label=label, active=family == config.provider))
+    sources = {f: key_source(config, f) for f in FAMILIES if f not in disabled}
+    accounts = [
+        t.AuthAccount(label=_label(family, source), active=family == config.provider)
+        for family, source in sources.items()
+        if source is not None
+    ]
     if missing_key(config) is not None:
         state = "unauthenticated"
-    elif key_source(config, config.provider) is None:
+    elif sources.get(config.provider) is None:
         state = "not_required"  # the offline model, Ollama, a local server by base URL
     else:
         state = "authenticated"
     return t.AuthStatusResponse(state=state, accounts=accounts or UNSET)
+
+
+def _label(family: str, source: str) -> str:
+    """Where a provider's credential comes from, for people (never the credential)."""
+    from .providers.registry import HEADERS, STORED, spec
+
+    title = spec(family).title
+    if source == HEADERS:
+        return f"{title}: credentials in its endpoint's headers"
+    return f"{title} API key ({'stored by acp-agent login' if source == STORED else source})"
 
 
 class StatusFeed:
