@@ -1,7 +1,8 @@
 """The ACP agent as the editor sees it: the method table and capability negotiation.
 
 Each method is routed to the module that owns it: ``lifecycle`` (sessions), ``prompting``
-(prompts and their cancellation), ``options`` (modes and config options), ``auth``. The
+(prompts and their cancellation), ``options`` (modes and config options), ``auth``
+(authentication, ``logout``, ``auth/status``), ``endpoints`` (``providers/*``). The
 capabilities advertised by ``initialize`` are exactly the methods routed here. Requests
 naming a subagent's session are refused (those sessions take ``session/cancel`` only).
 Until ``initialize`` has been received, every other request is refused (-32600) and
@@ -11,9 +12,9 @@ notifications are ignored.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from . import __version__, auth, lifecycle, options, prompting
+from . import __version__, auth, endpoints, lifecycle, options, prompting
 from .client import ClientProxy
 from .config import Config
 from .errors import InvalidRequest
@@ -28,12 +29,18 @@ P = TypeVar("P")
 R = TypeVar("R")
 
 
+def optional(params: type[P]) -> type[P | None]:
+    """Params a client may leave out (every field of ``params`` is optional)."""
+    return cast("type[P | None]", params | None)
+
+
 class Agent:
     def __init__(
         self, config: Config, client: ClientProxy, warm: Callable[[], None] | None = None
     ) -> None:
         self.rt = Runtime(config, client, warm)
         self.initialized = False
+        self.auth = auth.StatusFeed(self.rt)
 
     @property
     def config(self) -> Config:
@@ -60,9 +67,29 @@ class Agent:
 
             return checked
 
+        def telling(handler: Callable[[Runtime, P], Awaitable[R]]) -> Callable[[P], Awaitable[R]]:
+            """``handler``, then an ``auth/status_update`` if the state it leaves is news."""
+            call = bound(handler)
+
+            async def told(p: P) -> R:
+                result = await call(p)
+                await self.auth.refresh()
+                return result
+
+            return told
+
         return {
             "initialize": Route(t.InitializeRequest, self.initialize),
             "authenticate": Route(t.AuthenticateRequest, self.authenticate),
+            "logout": Route(optional(t.LogoutRequest), telling(auth.logout)),
+            "auth/status": Route(optional(t.AuthStatusRequest), self.auth_status),
+            "providers/list": Route(
+                optional(t.ListProvidersRequest), bound(endpoints.list_providers)
+            ),
+            "providers/set": Route(t.SetProviderRequest, telling(endpoints.set_provider)),
+            "providers/disable": Route(
+                t.DisableProviderRequest, telling(endpoints.disable_provider)
+            ),
             "session/new": Route(t.NewSessionRequest, bound(lifecycle.new_session)),
             "session/load": Route(t.LoadSessionRequest, guarded(lifecycle.load_session)),
             "session/resume": Route(t.ResumeSessionRequest, guarded(lifecycle.resume_session)),
@@ -115,14 +142,25 @@ class Agent:
                         )
                     ),
                 ),
+                auth=t.AgentAuthCapabilities(
+                    logout=t.LogoutCapabilities(), status=t.AuthStatusCapabilities()
+                ),
+                providers=t.ProvidersCapabilities(),
             ),
-            auth_methods=[auth.auth_method(self.config)],
+            auth_methods=auth.auth_methods(self.config, self.rt.client.capabilities),
             agent_info=t.Implementation(name="acp-agent", title="acp-agent", version=__version__),
         )
 
     async def authenticate(self, p: t.AuthenticateRequest) -> t.AuthenticateResponse:
         self.require_initialized()
-        return auth.authenticate(self.config, p)
+        try:
+            return auth.authenticate(self.config, p)
+        finally:  # a login in a terminal may have stored a key since the client last asked
+            await self.auth.refresh()
+
+    async def auth_status(self, p: t.AuthStatusRequest | None) -> t.AuthStatusResponse:
+        self.require_initialized()
+        return self.auth.answer()
 
     async def cancel(self, p: t.CancelNotification) -> None:
         if not self.initialized:

@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="acp-agent",
         description=DESCRIPTION
-        + "\n\nAlso: `acp-agent run PROMPT` and `acp-agent chat` (see --help).",
+        + "\n\nAlso: `acp-agent run PROMPT` and `acp-agent chat`, `acp-agent login` and"
+        " `acp-agent logout` (store or forget a provider's API key; see their --help).",
         epilog=epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -189,6 +190,21 @@ def _overrides(args: argparse.Namespace | SimpleNamespace) -> dict[str, Any]:
 
 
 _VALUE_FLAGS = ("model", "base_url", "config", "state_dir", "mode", "log_level", "log_file")
+LOGIN_COMMANDS = ("login", "logout")
+
+
+def _login_command(argv: list[str]) -> int | None:
+    """Where ``login``/``logout`` stands: first, or after agent flags (an editor's terminal
+    authentication appends it to the command it runs the agent with)."""
+    i = 0
+    while i < len(argv):
+        if argv[i] in LOGIN_COMMANDS:
+            return i
+        if not argv[i].startswith("--"):
+            return None
+        flag, eq, _ = argv[i].partition("=")
+        i += 2 if not eq and flag[2:].replace("-", "_") in _VALUE_FLAGS else 1
+    return None
 
 
 def _plain_flags(argv: list[str]) -> SimpleNamespace | None:
@@ -273,6 +289,11 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("run", "chat"):
         human_main(argv)
+    at = _login_command(argv)
+    if at is not None:
+        from .login import main as login_main
+
+        raise SystemExit(login_main(argv[at], argv[:at] + argv[at + 1 :]))
     # argparse (with gettext and shutil) costs ~25 ms of start-up on a small machine:
     # the plain `--flag value` forms editors use are read directly; anything else
     # (--help, --version, a typo, a missing value) goes through argparse.

@@ -78,6 +78,10 @@ class ClientProxy:
         )
         return response.outcome
 
+    async def notify(self, method: str, params: Any) -> None:
+        """A notification outside any session (``auth/status_update``)."""
+        await self._conn.notify(method, params)
+
     async def call(self, method: str, params: Any, result_type: type[Any]) -> Any:
         if not self.allows(method):
             raise MethodNotFound(f"the client did not advertise {method}")

@@ -7,11 +7,14 @@ the ``checker`` fixture in conftest fails the test on any violation.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import itertools
 import json
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -43,8 +46,10 @@ def coverage_env() -> dict[str, str]:
     return {name: os.environ[name] for name in COVERAGE_VARS if name in os.environ}
 
 
-#: No user configuration reaches an agent under test (a directory that never exists).
-NO_USER_CONFIG = str(ROOT / "tests" / "no-user-config")
+NO_USER_CONFIG = tempfile.mkdtemp(prefix="acp-agent-tests-config-")
+"""An empty XDG_CONFIG_HOME: the developer's config.toml and the keys `acp-agent login`
+stored never reach a test's agent (a test names its own directory when it needs one)."""
+atexit.register(shutil.rmtree, NO_USER_CONFIG, True)
 
 
 def agent_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -39,6 +39,7 @@ from .base import (
     UsageReport,
 )
 from .models import model_info
+from .registry import has_auth_header
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -104,7 +105,7 @@ class AnthropicProvider:
 
     def _ensure_client(self) -> AsyncAnthropic:
         if self._client is None:
-            if not self._api_key and not self._auth_token:
+            if not (self._api_key or self._auth_token or has_auth_header(self._headers)):
                 raise ProviderAuthError(f"No Anthropic API key: set {self._key_env}")
             import anthropic
 

@@ -41,6 +41,7 @@ from .base import (
     ToolCallStarted,
     UsageReport,
 )
+from .registry import has_auth_header
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -110,7 +111,9 @@ class OpenAIProvider:
 
     def _ensure_client(self) -> AsyncOpenAI:
         if self._client is None:
-            if self._api_key is None and self._base_url is None:
+            if self._api_key is None and self._base_url is None and not has_auth_header(
+                self._headers
+            ):
                 raise ProviderAuthError(
                     f"No {self.origin.vendor} API key: set {self._key_env or 'OPENAI_API_KEY'}"
                     " (or a base URL for a local server)"

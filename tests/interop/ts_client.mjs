@@ -2,7 +2,7 @@
 // A real ACP client built with the official TypeScript SDK (@agentclientprotocol/sdk,
 // the `/unstable` entrypoint so draft session updates are parsed, not dropped).
 //
-//   node ts_client.mjs [--scenario full|demo|drafts] [--raw-log FILE] [--timeout-ms N] \
+//   node ts_client.mjs [--scenario full|demo|drafts|auth] [--raw-log FILE] [--timeout-ms N] \
 //        [--step-timeout-ms N] [--] <agent command...>
 //   e.g. node tests/interop/ts_client.mjs .venv/bin/python -m acp_agent --state-dir /tmp/s
 //
@@ -16,6 +16,13 @@
 //   demo: the built-in demo model (no script); prompt "hello" (the greeting), then
 //     "run echo hi", answering any session/request_permission with allow_once; both
 //     turns must end with end_turn.
+//   auth: sign-in and provider routing, for an agent started with --model openai:gpt-4.1 and
+//     a key already stored by `acp-agent login`: initialize with auth.terminal (the terminal
+//     method is offered, never accepted by authenticate), auth/status, authenticate, logout
+//     (auth/status_update "unauthenticated", session/new -32000), providers/list, invalid
+//     providers/set and providers/disable (-32602), disable anthropic, set openai to the
+//     model server in $ACP_INTEROP_LLM_URL with an Authorization header (update
+//     "authenticated"), then a session whose prompt goes there.
 //
 // Every raw line in both directions is tapped below the SDK (the byte streams handed to
 // ndJsonStream) and appended to --raw-log as JSON lines
@@ -55,9 +62,9 @@ function parseArgs(argv) {
 }
 
 const opts = parseArgs(process.argv.slice(2));
-if (opts.command.length === 0 || !["full", "demo", "drafts"].includes(opts.scenario)) {
+if (opts.command.length === 0 || !["full", "demo", "drafts", "auth"].includes(opts.scenario)) {
   process.stderr.write(
-    "usage: node ts_client.mjs [--scenario full|demo|drafts] [--raw-log FILE] " +
+    "usage: node ts_client.mjs [--scenario full|demo|drafts|auth] [--raw-log FILE] " +
       "[--timeout-ms N] [--step-timeout-ms N] [--] <agent command...>\n",
   );
   process.exit(2);
@@ -207,6 +214,7 @@ const { agentStdout, agentStdin, flush: flushTaps } = tappedStreams(child, recor
 // ------------------------------------------------------------------ client app
 
 const updates = []; // every session/update params, in order
+const statusUpdates = []; // every auth/status_update params, in order
 const waiters = new Set();
 function notifyWaiters() {
   for (const w of [...waiters]) {
@@ -247,6 +255,10 @@ const app = acp
     if (summary.sessionId && params.sessionId !== summary.sessionId) {
       summary.foreignSessionUpdates += 1;
     }
+    notifyWaiters();
+  })
+  .onNotification(acp.methods.client.auth.statusUpdate, ({ params }) => {
+    statusUpdates.push(params);
     notifyWaiters();
   })
   .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
@@ -479,6 +491,71 @@ async function scenarioDrafts(agent) {
   summary.drafts = { notice: notice?.update ?? null, planUpdate: planUpdate?.update ?? null, compaction: c };
 }
 
+async function expectError(promise, code, what) {
+  try {
+    const result = await promise;
+    fail(`${what}: succeeded (${safeJson(result)}), want error ${code}`);
+    return null;
+  } catch (err) {
+    check(err?.code === code, `${what}: error ${err?.code} ${err?.message}, want ${code}`);
+    return err;
+  }
+}
+
+async function scenarioAuth(agent) {
+  const llmUrl = process.env.ACP_INTEROP_LLM_URL;
+  check(llmUrl, "ACP_INTEROP_LLM_URL is not set");
+  const auth = {};
+  summary.auth = auth;
+  const init = await agent.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: { ...CLIENT_CAPABILITIES, auth: { terminal: true } },
+    clientInfo: { name: "acp-agent-interop-ts", version: summary.sdkVersion ?? "0" },
+  });
+  auth.capabilities = init.agentCapabilities;
+  auth.authMethods = init.authMethods;
+  const terminal = init.authMethods.find((m) => m.type === "terminal");
+  check(terminal && safeJson(terminal.args) === '["login"]', `terminal method: ${safeJson(terminal)}`);
+  await expectError(
+    agent.request(acp.methods.agent.authenticate, { methodId: terminal?.id ?? "login" }),
+    -32602, "authenticate with the terminal method");
+
+  auth.statusBefore = await agent.request(acp.methods.agent.auth.status, {});
+  await agent.request(acp.methods.agent.authenticate, { methodId: "api-key" });
+  await agent.request(acp.methods.agent.logout, {});
+  await waitFor(() => statusUpdates.some((u) => u.state === "unauthenticated"), 5000,
+    "auth/status_update unauthenticated after logout");
+  auth.statusAfterLogout = await agent.request(acp.methods.agent.auth.status, {});
+  await expectError(agent.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] }),
+    -32000, "session/new after logout");
+
+  auth.listBefore = (await agent.request(acp.methods.agent.providers.list, {})).providers;
+  const bad = await expectError(agent.request(acp.methods.agent.providers.set, {
+    providerId: "openai", apiType: "openai", baseUrl: "not a url",
+  }), -32602, "providers/set with a bad URL");
+  auth.badUrlMessage = bad?.message ?? null;
+  await expectError(agent.request(acp.methods.agent.providers.set, {
+    providerId: "nope", apiType: "openai", baseUrl: llmUrl,
+  }), -32602, "providers/set of an unknown provider");
+  await expectError(agent.request(acp.methods.agent.providers.disable, { providerId: "openai" }),
+    -32602, "providers/disable of the required provider");
+  await agent.request(acp.methods.agent.providers.disable, { providerId: "anthropic" });
+  await agent.request(acp.methods.agent.providers.set, {
+    providerId: "openai", apiType: "openai", baseUrl: llmUrl,
+    headers: { Authorization: "Bearer editor-token" },
+  });
+  await waitFor(() => statusUpdates.at(-1)?.state === "authenticated", 5000,
+    "auth/status_update authenticated after providers/set");
+  auth.listAfter = (await agent.request(acp.methods.agent.providers.list, {})).providers;
+
+  const session = await agent.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+  summary.sessionId = session.sessionId;
+  const turn = await runTurn(agent, session.sessionId, "routed", "hello");
+  attributeTurns();
+  check(turn.stopReason === "end_turn", `turn routed: stopReason ${turn.stopReason}`);
+  auth.statusUpdates = statusUpdates;
+}
+
 async function scenarioDemo(agent) {
   const init = await agent.request(acp.methods.agent.initialize, {
     protocolVersion: acp.PROTOCOL_VERSION,
@@ -566,6 +643,7 @@ try {
   await app.connectWith(acp.ndJsonStream(agentStdin, agentStdout), async (agent) => {
     if (opts.scenario === "full") await scenarioFull(agent);
     else if (opts.scenario === "drafts") await scenarioDrafts(agent);
+    else if (opts.scenario === "auth") await scenarioAuth(agent);
     else await scenarioDemo(agent);
   });
 } catch (err) {
