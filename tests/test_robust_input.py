@@ -327,6 +327,12 @@ REQUESTS: dict[str, Callable[[str], Message]] = {
     "session/prompt": lambda ws: prompt("s", "hi"),
     "session/set_mode": lambda ws: {"sessionId": "s", "modeId": "ask"},
     "session/set_config_option": lambda ws: {"sessionId": "s", "configId": "mode", "value": "ask"},
+    "logout": lambda ws: {},
+    "auth/status": lambda ws: {},
+    "providers/list": lambda ws: {},
+    "providers/set": lambda ws: {"providerId": "openai", "apiType": "openai",
+                                 "baseUrl": "http://127.0.0.1:9/v1"},
+    "providers/disable": lambda ws: {"providerId": "openai"},
 }
 
 
