@@ -14,13 +14,15 @@ How much the client sees depends on ``clientCapabilities.subagents``:
   before anything names it; its own updates, tool calls and permission requests then
   flow under its session id. The instruction and the answer are ``session_message``\\ s
   on both transcripts (outgoing on the sender's, incoming on the recipient's, cross-
-  linked). State patches follow: ``requires_action`` while a permission request waits,
-  ``running`` again, and ``idle`` with the stop reason and usage at the end. The client
-  may ``session/cancel`` a child (it and its descendants stop; the parent goes on); any
-  other call naming a child is refused with -32602 (a restricted session).
+  linked). State patches follow: ``requires_action`` while a permission request or a
+  question (``ask_user``) waits, ``running`` again, and ``idle`` with the stop reason
+  and usage at the end. The client may ``session/cancel`` a child (it and its
+  descendants stop; the parent goes on); any other call naming a child is refused with
+  -32602 (a restricted session).
 * **Unexposed**. Nothing names the child: its updates are dropped, and the requests its
-  tools make (permission, ``fs/*``, ``terminal/*``) go out under the parent's session id,
-  permission requests titled after the subagent. Only the answer reaches the parent.
+  tools make (permission, question, ``fs/*``, ``terminal/*``) go out under the parent's
+  session id, permission requests titled after the subagent, questions tied to the
+  parent's ``spawn_agent`` call. Only the answer reaches the parent.
 
 Children are never stored or listed; the parent's log keeps what the parent's stream
 showed (the replay gate drops subagent updates for clients without the capability).
@@ -271,10 +273,12 @@ class SpawnAgent(BuiltinTool[SpawnAgentArgs]):
 class _ChildClient:
     """The editor as a child's turn and tools see it.
 
-    Exposed, a permission request goes out under the child's id, with the child's state
-    patched to ``requires_action`` meanwhile. Unexposed, requests go to the parent's own
-    view (``upstream``) under the parent's id, permission requests titled after the child
-    and their tool-call ids made unique in the parent's transcript."""
+    Exposed, a permission request or a question goes out under the child's id, with the
+    child's state patched to ``requires_action`` meanwhile. Unexposed, requests go to the
+    parent's own view (``upstream``) under the parent's id, permission requests titled
+    after the child and their tool-call ids made unique in the parent's transcript,
+    questions tied to the parent's ``spawn_agent`` call and prefixed with the child's
+    title."""
 
     def __init__(self, root: Client, upstream: Client, child: _Child, call_id: str) -> None:
         self._root = root
@@ -316,10 +320,27 @@ class _ChildClient:
 
     async def call(self, method: str, params: Any, result_type: type[Any]) -> Any:
         child = self._child
+        if child.exposed and method == "elicitation/create":  # the user has to answer
+            await child.patch(state=REQUIRES_ACTION)
+            try:
+                result = await self._root.call(method, params, result_type)
+            except asyncio.CancelledError:
+                raise  # the child's idle patch follows
+            except BaseException:
+                await child.patch(state=RUNNING)
+                raise
+            await child.patch(state=RUNNING)
+            return result
         if child.exposed:
             return await self._root.call(method, params, result_type)
         if getattr(params, "session_id", None) == child.session.id:
             params = msgspec.structs.replace(params, session_id=child.parent.id)
+            if isinstance(params, t.ElicitationFormMode | t.ElicitationUrlMode):
+                params = msgspec.structs.replace(  # tied to the parent's spawn_agent call
+                    params,
+                    tool_call_id=self._call_id,
+                    message=f"Subagent {child.title!r}: {params.message}",
+                )
         return await self._upstream.call(method, params, result_type)
 
 

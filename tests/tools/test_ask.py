@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import msgspec
 import pytest
 
@@ -283,6 +284,7 @@ def test_the_models_view_of_the_tool() -> None:
     assert field["properties"]["type"]["enum"] == kinds
     assert {"title", "description", "enum", "oneOf", "items", "default"} <= set(field["properties"])
     assert "$ref" not in json.dumps(params) and "discriminator" not in json.dumps(params)
+    jsonschema.Draft202012Validator.check_schema(params)  # what the vendors validate it as
     spawn = json_schema(SpawnAgentArgs)
     assert set(spawn["required"]) == set(spawn["properties"]) == {"title", "description", "prompt"}
 
