@@ -10,7 +10,10 @@ calls (released long ago, unknown to the new connection) become their output as 
 Each update takes the form the loading client takes (:func:`for_client`: a draft update
 it did not advertise becomes its fallback, as it would have live); notices are never
 replayed; a compaction is one ``compaction_update`` (its patches and summary chunks
-folded in) at its original position.
+folded in) at its original position, a session-directed message one ``session_message``
+(its chunks folded in). :func:`transcripts` adds the subagents' transcripts, each under
+its child's id right after the update that announced the child, for a client that takes
+subagents (nothing of children for the others).
 """
 
 from __future__ import annotations
@@ -243,6 +246,7 @@ def _transcript(records: Iterable[Record], *, live: bool) -> list[t.SessionUpdat
     pending: list[str] = []  # texts of the chunk at out[-1], joined lazily
     compactions: dict[str, int] = {}  # compaction id -> its index in ``out``
     summaries: dict[str, list[t.ContentBlock]] = {}  # streamed summary chunks
+    messages: dict[str, int] = {}  # session-directed message id -> its index in ``out``
 
     def settle() -> None:
         if pending:
@@ -301,6 +305,15 @@ def _transcript(records: Iterable[Record], *, live: bool) -> list[t.SessionUpdat
             elif isinstance(update, t.CompactionUpdate) and update.compaction_id in compactions:
                 index = compactions[update.compaction_id]
                 out[index] = _patch_compaction(out[index], update)
+            elif isinstance(update, t.SessionMessage | t.SessionMessageChunk):
+                index = messages.get(update.message_id, -1)
+                if index < 0:
+                    settle()
+                    messages[update.message_id] = len(out)
+                    first = t.SessionMessage(message_id=update.message_id)
+                    out.append(_patch_message(first, update))
+                else:
+                    out[index] = _patch_message(out[index], update)
             else:
                 settle()
                 if isinstance(update, t.ToolCall):
@@ -381,6 +394,33 @@ def _patch_compaction(
         if getattr(update, name) is not UNSET
     }
     return msgspec.structs.replace(compaction, **changes)
+
+
+_MESSAGE_FIELDS = (
+    "sender_session_id",
+    "recipient_session_id",
+    "sender_message_id",
+    "recipient_message_id",
+    "content",
+    "meta",
+)
+
+
+def _patch_message(
+    message: t.SessionUpdate, update: t.SessionMessage | t.SessionMessageChunk
+) -> t.SessionMessage:
+    """One session-directed message is replayed as one ``session_message``: upserts
+    applied in order (omitted: unchanged), chunks appended to its content."""
+    assert isinstance(message, t.SessionMessage)
+    if isinstance(update, t.SessionMessageChunk):
+        content = message.content if isinstance(message.content, list) else []
+        return msgspec.structs.replace(message, content=_coalesce([*content, update.content]))
+    changes = {
+        name: getattr(update, name)
+        for name in _MESSAGE_FIELDS
+        if getattr(update, name) is not UNSET
+    }
+    return msgspec.structs.replace(message, **changes)
 
 
 def _coalesce(blocks: list[t.ContentBlock]) -> list[t.ContentBlock]:

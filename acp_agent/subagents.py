@@ -12,13 +12,17 @@ How much the client sees depends on ``clientCapabilities.subagents``:
 * **Exposed** (advertised). The child is announced on its parent's stream with a
   ``subagent_update`` (title, description, ``running``, ``cancel`` capability, cwd)
   before anything names it; its own updates, tool calls and permission requests then
-  flow under its session id. The instruction and the answer are ``session_message``\\ s
-  on both transcripts (outgoing on the sender's, incoming on the recipient's, cross-
-  linked). State patches follow: ``requires_action`` while a permission request or a
+  flow under its session id. The instruction and the answer are session-directed
+  messages on both transcripts (outgoing on the sender's, incoming on the recipient's,
+  cross-linked), each a ``session_message`` (participants and link) followed by its
+  content as ``session_message_chunk``\\ s (see :mod:`.childstream`). Each view is
+  reported when it is observed: the instruction when the child starts, the answer when
+  the child's turn ends (its text streamed live on the child's own transcript
+  meanwhile). State patches follow: ``requires_action`` while a permission request or a
   question (``ask_user``) waits, ``running`` again, and ``idle`` with the stop reason
   and usage at the end. The client may ``session/cancel`` a child (it and its
-  descendants stop; the parent goes on); any other call naming a child is refused with
-  -32602 (a restricted session).
+  descendants stop; the parent and siblings go on); any other call naming a child is
+  refused with -32602 (a restricted session).
 * **Unexposed**. Nothing names the child: its updates are dropped, and the requests its
   tools make (permission, question, ``fs/*``, ``terminal/*``) go out under the parent's
   session id, permission requests titled after the subagent, questions tied to the
@@ -40,6 +44,7 @@ import msgspec
 from msgspec import Meta
 
 from . import log
+from .childstream import send_message
 from .client import Client
 from .conversation import AssistantMessage, TextPart, UserMessage
 from .errors import InvalidParams, ProviderAuthError, ProviderError, ToolError
@@ -205,14 +210,14 @@ class Subagents:
                     additional_directories=session.additional_directories or UNSET,
                 )
                 if child.exposed:
-                    await _message(child.parent, session, prompt)
+                    await send_message(child.parent, session, prompt)
                 with log.bound(session_id=session.id, parent_id=child.parent.id):
                     stop, usage = await run_turn(ctx, UserMessage([TextPart(prompt)]))
                 outcome = _Outcome(stop, usage, _answer(session))
                 if stop == "end_turn" and not outcome.answer:
                     outcome.answer = "(The subagent finished without an answer.)"
                 if stop == "end_turn" and child.exposed:
-                    await _message(session, child.parent, outcome.answer)
+                    await send_message(session, child.parent, outcome.answer)
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is not None:
@@ -349,31 +354,6 @@ class _ChildClient:
 
 async def _discard(session_id: str, update: t.SessionUpdate) -> None:
     """An unexposed child's stream: nothing leaves."""
-
-
-async def _message(sender: Session, recipient: Session, text: str) -> None:
-    """A session-directed message: the outgoing view on the sender's transcript, then
-    the incoming view on the recipient's, each with its own id and linked to the other."""
-    sent, received = sender.new_message_id(), recipient.new_message_id()
-    content: list[t.ContentBlock] = [t.TextContent(text=text)]
-    await sender.emit(
-        t.SessionMessage(
-            message_id=sent,
-            sender_session_id=sender.id,
-            recipient_session_id=recipient.id,
-            recipient_message_id=received,
-            content=content,
-        )
-    )
-    await recipient.emit(
-        t.SessionMessage(
-            message_id=received,
-            sender_session_id=sender.id,
-            recipient_session_id=recipient.id,
-            sender_message_id=sent,
-            content=content,
-        )
-    )
 
 
 def _idle(session: Session, outcome: _Outcome) -> t.IdleStateUpdate:
