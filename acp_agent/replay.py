@@ -29,6 +29,7 @@ from .protocol import UNSET, UnsetType
 from .protocol import types as t
 from .records import (
     AddMessage,
+    ChildUpdate,
     Header,
     Instructions,
     Prompt,
@@ -187,6 +188,40 @@ def transcript(
     if caps is None:
         return [u for u in out if not isinstance(u, t.Notice)]
     return [shown for u in out for shown in for_client(u, caps)]
+
+
+def transcripts(
+    session_id: str,
+    records: Iterable[Record],
+    caps: t.ClientCapabilities,
+    *,
+    live: bool = False,
+) -> list[tuple[str, t.SessionUpdate]]:
+    """:func:`transcript` as ``(session id, update)`` pairs, with the transcript of each
+    subagent the log kept (its ``ChildUpdate`` records) right after the update that
+    announced it (on its immediate parent's transcript; a grandchild's within its
+    parent's): associations before child traffic, each session in its own order. A child
+    whose announcement is not there is left out; so is every child for a client without
+    ``subagents``."""
+    records = list(records)
+    out: list[tuple[str, t.SessionUpdate]] = []
+    own = transcript(records, caps, live=live)
+    if not isinstance(caps.subagents, t.SubagentCapabilities):
+        return [(session_id, u) for u in own]
+    kept: dict[str, list[Record]] = {}
+    for record in records:
+        if isinstance(record, ChildUpdate):
+            kept.setdefault(record.session_id, []).append(Update(update=record.update))
+    children = {child: transcript(rs, caps, live=live) for child, rs in kept.items()}
+
+    def place(owner: str, updates: list[t.SessionUpdate]) -> None:
+        for update in updates:
+            out.append((owner, update))
+            if isinstance(update, t.SubagentUpdate) and update.session_id in children:
+                place(update.session_id, children.pop(update.session_id))
+
+    place(session_id, own)
+    return out
 
 
 def for_client(update: t.SessionUpdate, caps: t.ClientCapabilities) -> list[t.SessionUpdate]:

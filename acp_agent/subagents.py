@@ -28,8 +28,10 @@ How much the client sees depends on ``clientCapabilities.subagents``:
   session id, permission requests titled after the subagent, questions tied to the
   parent's ``spawn_agent`` call. Only the answer reaches the parent.
 
-Children are never stored or listed; the parent's log keeps what the parent's stream
-showed (the replay gate drops subagent updates for clients without the capability).
+Children are never listed. An exposed child's stream is kept in its top-level session's
+log, under the child's id (``ChildUpdate`` records, chunks coalesced per message), so
+loading that session replays each child's transcript after its announcement, to a client
+that takes subagents (``replay.transcripts``); other clients see nothing of children.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import msgspec
 from msgspec import Meta
 
 from . import log
-from .childstream import send_message
+from .childstream import ChildLog, send_message
 from .client import Client
 from .conversation import AssistantMessage, TextPart, UserMessage
 from .errors import InvalidParams, ProviderAuthError, ProviderError, ToolError
@@ -85,6 +87,8 @@ class _Child:
     description: str
     exposed: bool
     announced: bool = False
+    kept: ChildLog | None = None
+    """Where an exposed child's stream is kept (its top-level session's log)."""
 
     async def patch(self, **changes: Any) -> None:
         """A ``subagent_update`` on the parent's stream carrying only what changed."""
@@ -120,6 +124,10 @@ class Subagents:
     def tool(self) -> SpawnAgent:
         """A ``spawn_agent`` tool bound to these subagents."""
         return SpawnAgent(self)
+
+    def shown(self, session_ids: set[str]) -> None:
+        """Children a ``session/load`` replayed: restricted sessions from now on."""
+        self._exposed.update(session_ids)
 
     def cancel(self, session_id: str) -> None:
         """``session/cancel`` naming a child: stop it (and its descendants) only; a
@@ -161,7 +169,7 @@ class Subagents:
         session = Session(
             id=new_session_id(),
             cwd=parent.cwd,
-            emit_fn=self.client.session_update if exposed else _discard,
+            emit_fn=_discard,
             mode=parent.mode,
             model=parent.model,
             thinking=parent.thinking,
@@ -169,6 +177,9 @@ class Subagents:
         )
         session.parent, session.mcp = parent, parent.mcp
         child = _Child(session, parent, title, description, exposed)
+        if exposed:
+            child.kept = ChildLog(session)
+            session.emit_fn = child.kept.stream(self.client)
         view = _ChildClient(self.client, ctx.client, child, ctx.tool_call_id)
         turn_ctx = await self.context_for(session, view)
         self._live[session.id] = child
@@ -231,6 +242,8 @@ class Subagents:
             except Exception as exc:
                 log.exception("subagent failed", session_id=session.id)
                 outcome = _Outcome("error", error=f"internal error: {exc}")
+            if child.kept is not None:
+                child.kept.flush()
             if child.announced:
                 await child.patch(state=_idle(session, outcome))
             return outcome
