@@ -134,6 +134,26 @@ async def test_cancel_of_the_turn_cancels_the_question(
         assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"
 
 
+async def test_a_form_acp_does_not_allow_fails_before_it_runs(
+    scripted: Callable[[Script], AgentProcess], workspace: str
+) -> None:
+    """The model reads which field is wrong; the call never runs, nothing is asked."""
+    bad = {"message": "Where?", "schema": {"properties": {"place": {"type": "object"}}}}
+    agent = scripted([[ask(bad)], [{"text": "Where should it go?"}]])
+    async with agent:
+        await agent.initialize(FORM)
+        sid = await agent.new_session(workspace)
+        assert (await agent.prompt(sid, "move it"))["stopReason"] == "end_turn"
+        call = call_of(agent, sid, "ask_user")
+        assert call["status"] == "failed"
+        assert content_text(call).startswith(
+            "Invalid form schema at schema.properties.place.type: 'object' is not a field type")
+        statuses = {u.get("status") for u in agent.updates_of(sid)
+                    if u.get("toolCallId") == call["toolCallId"]}
+        assert "in_progress" not in statuses
+        assert requests(agent) == []
+
+
 @pytest.mark.parametrize("caps", [{}, {"elicitation": {}}, {"elicitation": {"url": {}}},
                                   {"elicitation": {"form": None}}])
 async def test_without_form_mode_there_is_no_tool(

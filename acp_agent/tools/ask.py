@@ -2,11 +2,11 @@
 
 The model sends a message and a flat form schema (the restricted JSON Schema of
 ``ElicitationSchema``: string, number, integer, boolean and multi-select fields); the
-schema is checked here, field by field, with errors the model can act on, before
-anything reaches the editor. The editor shows the form (``elicitation/create``, form
-mode, scoped to the session and this tool call) and answers ``accept`` with the values,
-``decline`` or ``cancel``: that answer is the tool's result. Accepted values are checked
-again against the question.
+schema is checked field by field (``prepare``, before the call runs), with errors the
+model can act on, before anything reaches the editor. The editor shows the form
+(``elicitation/create``, form mode, scoped to the session and this tool call) and
+answers ``accept`` with the values, ``decline`` or ``cancel``: that answer is the tool's
+result. Accepted values are checked again against the question.
 
 The tool is offered only to a client that advertised form elicitation
 (``clientCapabilities.elicitation.form``; ``elicitation: {}`` advertises no mode): see
@@ -27,7 +27,7 @@ from ..errors import RemoteError, ToolError
 from ..protocol import UNSET
 from ..protocol import types as t
 from ._form import FIELD_SCHEMA, check_answer, form_schema, plain
-from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
+from .base import Arguments, BuiltinTool, CallInfo, Preview, ToolContext, ToolKind, ToolOutput
 
 NAME = "ask_user"
 
@@ -86,11 +86,19 @@ class AskUser(BuiltinTool[AskUserArgs]):
         first = next((ln.strip() for ln in args.message.splitlines() if ln.strip()), "")
         return CallInfo(f"Ask the user: {_clip(first, 80)}" if first else "Ask the user")
 
-    async def run(self, args: AskUserArgs, ctx: ToolContext) -> ToolOutput:
+    async def prepare(self, args: AskUserArgs, ctx: ToolContext) -> Preview:
+        """The form, checked before the call runs: a schema ACP does not allow fails the
+        call at once, with an error naming the field."""
         message = args.message.strip()
         if not message:
             raise ToolError("argument 'message' must not be blank")
-        schema = form_schema(args.schema, message)  # ToolError naming the field
+        return Preview(state=form_schema(args.schema, message))
+
+    async def run(self, args: AskUserArgs, ctx: ToolContext) -> ToolOutput:
+        message = args.message.strip()
+        schema = ctx.prepared
+        if not isinstance(schema, t.ElicitationSchema):
+            schema = (await self.prepare(args, ctx)).state
         request = t.ElicitationFormMode(
             message=message,
             requested_schema=schema,
