@@ -60,7 +60,7 @@ async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionRespon
 
 
 async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
-    from .replay import transcript
+    from .replay import transcripts
 
     require_key(rt.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
@@ -69,9 +69,13 @@ async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionRes
     if prompt is not None:
         session.set_client_prompt(prompt)
     caps = rt.client.capabilities
-    updates = transcript(records, caps, live=session.read_only)
+    updates = transcripts(session.id, records, caps, live=session.read_only)
+    children = {sid for sid, _ in updates if sid != session.id}
+    if children:  # shown as subagents: restricted sessions, like live ones
+        rt.subagents.shown(children)
     await _register(rt, session, p.mcp_servers)
-    await session.replay(updates)  # the whole history, then the response
+    for sid, update in updates:  # the whole history (subagents' under their ids), then
+        await session.emit_fn(sid, update)  # the response; already in the log
     _announce_later(rt, session)
     return t.LoadSessionResponse(modes=modes(session), config_options=config_options(rt, session))
 

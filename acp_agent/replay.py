@@ -10,7 +10,10 @@ calls (released long ago, unknown to the new connection) become their output as 
 Each update takes the form the loading client takes (:func:`for_client`: a draft update
 it did not advertise becomes its fallback, as it would have live); notices are never
 replayed; a compaction is one ``compaction_update`` (its patches and summary chunks
-folded in) at its original position.
+folded in) at its original position, a session-directed message one ``session_message``
+(its chunks folded in). :func:`transcripts` adds the subagents' transcripts, each under
+its child's id right after the update that announced the child, for a client that takes
+subagents (nothing of children for the others).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .protocol import UNSET, UnsetType
 from .protocol import types as t
 from .records import (
     AddMessage,
+    ChildUpdate,
     Header,
     Instructions,
     Prompt,
@@ -186,6 +190,40 @@ def transcript(
     return [shown for u in out for shown in for_client(u, caps)]
 
 
+def transcripts(
+    session_id: str,
+    records: Iterable[Record],
+    caps: t.ClientCapabilities,
+    *,
+    live: bool = False,
+) -> list[tuple[str, t.SessionUpdate]]:
+    """:func:`transcript` as ``(session id, update)`` pairs, with the transcript of each
+    subagent the log kept (its ``ChildUpdate`` records) right after the update that
+    announced it (on its immediate parent's transcript; a grandchild's within its
+    parent's): associations before child traffic, each session in its own order. A child
+    whose announcement is not there is left out; so is every child for a client without
+    ``subagents``."""
+    records = list(records)
+    out: list[tuple[str, t.SessionUpdate]] = []
+    own = transcript(records, caps, live=live)
+    if not isinstance(caps.subagents, t.SubagentCapabilities):
+        return [(session_id, u) for u in own]
+    kept: dict[str, list[Record]] = {}
+    for record in records:
+        if isinstance(record, ChildUpdate):
+            kept.setdefault(record.session_id, []).append(Update(update=record.update))
+    children = {child: transcript(rs, caps, live=live) for child, rs in kept.items()}
+
+    def place(owner: str, updates: list[t.SessionUpdate]) -> None:
+        for update in updates:
+            out.append((owner, update))
+            if isinstance(update, t.SubagentUpdate) and update.session_id in children:
+                place(update.session_id, children.pop(update.session_id))
+
+    place(session_id, own)
+    return out
+
+
 def for_client(update: t.SessionUpdate, caps: t.ClientCapabilities) -> list[t.SessionUpdate]:
     """A recorded update as a client with ``caps`` sees it: a draft update it did not
     advertise becomes its fallback, as it would have live (a plan document becomes the
@@ -243,6 +281,7 @@ def _transcript(records: Iterable[Record], *, live: bool) -> list[t.SessionUpdat
     pending: list[str] = []  # texts of the chunk at out[-1], joined lazily
     compactions: dict[str, int] = {}  # compaction id -> its index in ``out``
     summaries: dict[str, list[t.ContentBlock]] = {}  # streamed summary chunks
+    messages: dict[str, int] = {}  # session-directed message id -> its index in ``out``
 
     def settle() -> None:
         if pending:
@@ -301,6 +340,15 @@ def _transcript(records: Iterable[Record], *, live: bool) -> list[t.SessionUpdat
             elif isinstance(update, t.CompactionUpdate) and update.compaction_id in compactions:
                 index = compactions[update.compaction_id]
                 out[index] = _patch_compaction(out[index], update)
+            elif isinstance(update, t.SessionMessage | t.SessionMessageChunk):
+                index = messages.get(update.message_id, -1)
+                if index < 0:
+                    settle()
+                    messages[update.message_id] = len(out)
+                    first = t.SessionMessage(message_id=update.message_id)
+                    out.append(_patch_message(first, update))
+                else:
+                    out[index] = _patch_message(out[index], update)
             else:
                 settle()
                 if isinstance(update, t.ToolCall):
@@ -381,6 +429,33 @@ def _patch_compaction(
         if getattr(update, name) is not UNSET
     }
     return msgspec.structs.replace(compaction, **changes)
+
+
+_MESSAGE_FIELDS = (
+    "sender_session_id",
+    "recipient_session_id",
+    "sender_message_id",
+    "recipient_message_id",
+    "content",
+    "meta",
+)
+
+
+def _patch_message(
+    message: t.SessionUpdate, update: t.SessionMessage | t.SessionMessageChunk
+) -> t.SessionMessage:
+    """One session-directed message is replayed as one ``session_message``: upserts
+    applied in order (omitted: unchanged), chunks appended to its content."""
+    assert isinstance(message, t.SessionMessage)
+    if isinstance(update, t.SessionMessageChunk):
+        content = message.content if isinstance(message.content, list) else []
+        return msgspec.structs.replace(message, content=_coalesce([*content, update.content]))
+    changes = {
+        name: getattr(update, name)
+        for name in _MESSAGE_FIELDS
+        if getattr(update, name) is not UNSET
+    }
+    return msgspec.structs.replace(message, **changes)
 
 
 def _coalesce(blocks: list[t.ContentBlock]) -> list[t.ContentBlock]:

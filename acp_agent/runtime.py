@@ -189,14 +189,20 @@ class Runtime:
 
     def tools_for(self, session: Session) -> Toolset:
         """The built-in tools and the session's MCP tools (which of them the model is
-        offered depends on the mode: ``permissions.offered``)."""
+        offered depends on the mode: ``permissions.offered``); ``ask_user`` only for a
+        client that takes form elicitations."""
+        from .client import elicitation_modes
         from .tools import Toolset, builtin_tools
+        from .tools.ask import NAME as ASK_USER
 
         if self._tools is None:
             self._tools = builtin_tools(self.subagents.tool)
-        if session.mcp is None:
-            return self._tools
-        return Toolset([*self._tools.tools(), *session.mcp.tools()])
+        tools = self._tools.tools()
+        if "form" not in elicitation_modes(self.client.capabilities):
+            tools = [tool for tool in tools if tool.spec.name != ASK_USER]  # it asks by a form
+        if session.mcp is not None:
+            tools.extend(session.mcp.tools())
+        return Toolset(tools)
 
     @functools.cached_property
     def child_env(self) -> dict[str, str]:

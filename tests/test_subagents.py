@@ -116,6 +116,23 @@ async def wait_text(agent: AgentProcess, sid: str, text: str) -> None:
     await agent.wait_for(lambda: text in text_of(agent, sid))
 
 
+def messages(agent: AgentProcess, sid: str) -> list[dict[str, Any]]:
+    """The session-directed messages on ``sid``'s transcript as a client keeps them: each
+    ``session_message`` upsert with its ``session_message_chunk``\\ s appended."""
+    out: dict[str, dict[str, Any]] = {}
+    for u in agent.updates_of(sid):
+        if u["sessionUpdate"] == "session_message":
+            out.setdefault(u["messageId"], {}).update(u)
+        elif u["sessionUpdate"] == "session_message_chunk":
+            message = out.setdefault(u["messageId"], {"messageId": u["messageId"]})
+            content = message.setdefault("content", [])
+            if content and content[-1]["type"] == u["content"]["type"] == "text":
+                content[-1] = {"type": "text", "text": content[-1]["text"] + u["content"]["text"]}
+            else:
+                content.append(u["content"])
+    return list(out.values())
+
+
 # ---------------------------------------------------------------------- tests
 
 
@@ -149,8 +166,8 @@ class TestExposed:
             assert_announced_first(agent, sid, child)
 
             # the instruction: outgoing on the parent, incoming on the child, linked
-            out_p, in_p = agent.updates_of(sid, "session_message")
-            [in_c, out_c] = agent.updates_of(child, "session_message")
+            out_p, in_p = messages(agent, sid)
+            [in_c, out_c] = messages(agent, child)
             assert out_p["senderSessionId"] == sid and out_p["recipientSessionId"] == child
             assert out_p["content"] == [{"type": "text", "text": "Where is X?"}]
             assert in_c["senderSessionId"] == sid and in_c["recipientSessionId"] == child
@@ -477,11 +494,12 @@ class TestUnexposed:
         async with agent:
             sid = await session(agent, SUBAGENTS)
             await agent.prompt(sid, "go")
-            live = [u for u in agent.updates_of(sid)
-                    if u["sessionUpdate"] in ("subagent_update", "session_message")]
+            live = agent.updates_of(sid, "subagent_update") + [
+                {"sessionUpdate": "session_message", **m} for m in messages(agent, sid)]
             before = len(agent.updates)
             await agent.request("session/load", {"sessionId": sid, "cwd": workspace,
                                                  "mcpServers": []})
             replayed = [u["update"] for u in agent.updates[before:] if u["sessionId"] == sid
                         and u["update"]["sessionUpdate"] in ("subagent_update", "session_message")]
-            assert replayed == live
+            # each message comes back as one session_message, its chunks folded in
+            assert sorted(replayed, key=json.dumps) == sorted(live, key=json.dumps)

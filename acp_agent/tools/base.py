@@ -236,7 +236,11 @@ def json_schema(arguments: type[Arguments]) -> dict[str, Any]:
             ref = node.get("$ref")
             if isinstance(ref, str) and ref.startswith("#/$defs/"):
                 return inline(defs[ref[len("#/$defs/") :]])
-            out = {k: inline(v) for k, v in node.items() if k != "title"}
+            out = {
+                k: named(v) if k == "properties" else inline(v)
+                for k, v in node.items()
+                if k not in ("title", "discriminator")  # msgspec's (its mapping holds $refs)
+            }
             enum = out.get("enum")
             if isinstance(enum, list) and all(isinstance(e, str) for e in enum):
                 out.setdefault("type", "string")
@@ -244,6 +248,12 @@ def json_schema(arguments: type[Arguments]) -> dict[str, Any]:
         if isinstance(node, list):
             return [inline(v) for v in node]
         return node
+
+    def named(node: Any) -> Any:
+        """A ``properties`` mapping: its keys are names (a field may be called "title")."""
+        if isinstance(node, dict):
+            return {k: inline(v) for k, v in node.items()}
+        return inline(node)
 
     schema: dict[str, Any] = inline(full)
     schema.pop("$defs", None)
