@@ -172,13 +172,13 @@ class Runtime:
     def tools_for(self, session: Session) -> Toolset:
         """The built-in tools and the session's MCP tools (which of them the model is
         offered depends on the mode: ``permissions.offered``)."""
-        from .tools import Toolset, builtin_tools
+        from .tools import builtin_tools
 
         if self._tools is None:
             self._tools = builtin_tools(self.subagents.tool)
         if session.mcp is None:
             return self._tools
-        return Toolset([*self._tools.tools(), *session.mcp.tools()])
+        return session.mcp.toolset(self._tools)  # follows the servers' changes
 
     @functools.cached_property
     def child_env(self) -> dict[str, str]:

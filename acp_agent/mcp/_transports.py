@@ -1,5 +1,7 @@
 """How the SDK reaches a server: stdio (with the server's stderr kept for reports),
-streamable HTTP, SSE.
+streamable HTTP, SSE; and :func:`watched`, which tells when a connection's incoming side
+ends (a stdio server that exited, a stream the server closed) even while no call waits,
+and which notifications come in, in wire order.
 
 The SDK is imported inside the functions: importing this module stays free of it.
 """
@@ -10,7 +12,7 @@ import asyncio
 import contextlib
 import os
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import log
@@ -51,7 +53,8 @@ async def load_sdk() -> None:
 def _import_sdk() -> None:
     import httpx2  # noqa: F401
     import mcp.client.sse
-    import mcp.client.streamable_http  # noqa: F401
+    import mcp.client.streamable_http
+    import mcp.client.subscriptions  # noqa: F401
 
 
 def base_env() -> dict[str, str]:
@@ -158,3 +161,74 @@ def sse(url: str, headers: dict[str, str]) -> Transport:
     return sse_client(
         url, headers=headers, timeout=HTTP_TIMEOUT, sse_read_timeout=HTTP_READ_TIMEOUT
     )
+
+
+class _WatchedRead:
+    """A transport's read stream that shows each incoming notification's method to
+    ``on_notification`` (in wire order: before any later answer is read) and calls
+    ``on_end`` once when the stream ends (how an idle connection's loss is seen)."""
+
+    def __init__(
+        self, inner: Any, on_end: Callable[[], None], on_notification: Callable[[str], None]
+    ) -> None:
+        self._inner = inner
+        self._on_end: Callable[[], None] | None = on_end
+        self._on_notification = on_notification
+
+    def _ended(self) -> None:
+        on_end, self._on_end = self._on_end, None
+        if on_end is not None:
+            on_end()
+
+    def _seen(self, item: Any) -> Any:
+        from mcp_types import JSONRPCNotification
+
+        message = getattr(item, "message", None)
+        if isinstance(message, JSONRPCNotification):
+            self._on_notification(message.method)
+        return item
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        import anyio
+
+        try:
+            return self._seen(await self._inner.receive())
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._ended()
+            raise
+
+    def __aiter__(self) -> _WatchedRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return self._seen(await self._inner.__anext__())
+        except (StopAsyncIteration, anyio.ClosedResourceError):
+            self._ended()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedRead:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._inner.__aexit__(*exc)  # type: ignore[no-any-return]
+
+
+@contextlib.asynccontextmanager
+async def watched(
+    transport: Transport, on_end: Callable[[], None], on_notification: Callable[[str], None]
+) -> AsyncIterator[Any]:
+    """``transport``, calling ``on_end()`` once when its incoming side ends and
+    ``on_notification(method)`` for each notification as it arrives."""
+    async with transport as (read, write):
+        yield _WatchedRead(read, on_end, on_notification), write
