@@ -41,6 +41,7 @@ from .. import log
 from .._version import __version__
 from ..errors import ToolError
 from ..protocol import types as t
+from ._acp import AcpRequest, acp_transport
 from ._transports import StderrTail, base_env, describe, load_sdk, sse, stdio, streamable_http
 from ._transports import watched as _watched
 
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["ServerConnection", "base_env", "describe", "load_sdk", "transport_kind"]
 
 State: TypeAlias = Literal["starting", "ready", "restarting", "failed", "closed"]
-TransportKind: TypeAlias = Literal["stdio", "http", "sse"]
+TransportKind: TypeAlias = Literal["stdio", "http", "sse", "acp"]
 Kind: TypeAlias = Literal["tools", "prompts"]
 
 #: Upper bound for one server's shutdown. The SDK closes a stdio server's stdin, sends
@@ -73,9 +74,10 @@ _CHANGES: dict[str, Kind] = {
 }
 
 
-def transport_kind(config: t.McpServerAny) -> TransportKind | None:
+def transport_kind(config: t.McpServerAny, *, acp: bool = False) -> TransportKind | None:
+    """The transport for ``config``; ``acp`` servers need the editor's channel."""
     kind = config.type if isinstance(config.type, str) else "stdio"
-    if kind in ("stdio", "http", "sse"):
+    if kind in ("stdio", "http", "sse") or (kind == "acp" and acp):
         return kind  # type: ignore[return-value]
     return None
 
@@ -96,12 +98,13 @@ class ServerConnection:
         on_updated: Callable[[ServerConnection], Awaitable[None]],
         on_lost: Callable[[ServerConnection, bool], Awaitable[None]],
         on_failed: Callable[[ServerConnection, bool], Awaitable[None]],
+        acp: AcpRequest | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
         self.key = key
         self.cwd = cwd
-        self.kind = transport_kind(config)
+        self.kind = transport_kind(config, acp=acp is not None)
         self.state: State = "starting"
         self.error: str | None = None
         self.lost: str | None = None
@@ -115,6 +118,7 @@ class ServerConnection:
         self._on_updated = on_updated
         self._on_lost = on_lost
         self._on_failed = on_failed
+        self._acp = acp
         self._closing = False
         self._wake = asyncio.Event()
         self._loss: str | None = None
@@ -304,6 +308,10 @@ class ServerConnection:
             if self.kind == "sse":
                 return sse(cfg.url, headers)
             return streamable_http(cfg.url, headers)
+        if self.kind == "acp" and self._acp is not None:
+            if not isinstance(cfg.server_id, str) or not cfg.server_id:
+                raise ValueError("an acp MCP server needs a serverId")
+            return acp_transport(cfg.server_id, self._acp)
         raise ValueError(f"unsupported MCP server type {cfg.type!r}")
 
     async def _subscribe(self, client: Client, stack: contextlib.AsyncExitStack) -> Any:

@@ -22,7 +22,9 @@ lists, or was lost), e.g. to resend ``available_commands_update``; :meth:`McpHub
 follows the same changes for the model. Neither callback's exceptions reach the hub
 (they are logged).
 
-A lost server is started again (an HTTP one reconnected) once; see ``_server``.
+A lost server is started again (an HTTP or ACP one reconnected) once; see ``_server``.
+Servers of type ``acp`` (MCP over ACP) need ``acp``, the way to send ``mcp/message``
+requests to the editor; see ``_acp``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ..conversation import ToolSpec
 from ..errors import ToolError
 from ..protocol import types as t
 from ..tools.base import Tool, Toolset
+from ._acp import AcpRequest
 from ._convert import prompt_content
 from ._names import MAX_TOOL_NAME, Namer, command_name, prompt_arguments, sanitize, tool_name
 from ._server import ServerConnection
@@ -115,6 +118,7 @@ class McpHub:
         cwd: str,
         on_problem: OnProblem | None = None,
         on_change: OnChange | None = None,
+        acp: AcpRequest | None = None,
     ) -> None:
         self._on_problem = on_problem
         self._on_change = on_change
@@ -128,6 +132,7 @@ class McpHub:
                 on_updated=self._server_updated,
                 on_lost=self._server_lost,
                 on_failed=self._server_failed,
+                acp=acp,
             )
             for i, config in enumerate(servers)
         ]

@@ -1,4 +1,4 @@
-"""MCP servers that change or die, end to end: the agent process
+"""MCP servers that change, die, or live in the editor, end to end: the agent process
 over real stdio (every message it writes checked against the schema), a real MCP server,
 and a fake model (the offline script, or the fake OpenAI server to see what each model
 request offered)."""
@@ -18,6 +18,7 @@ import pytest
 from ..fakes.llm_server import FakeLLMServer, Finish, Reply, Text, ToolCall
 from ..harness import AgentProcess
 from ..schema_check import SchemaChecker
+from .acp_bridge import AcpBridge
 from .conftest import LIVE, alive
 
 NOTICES: dict[str, Any] = {"session": {"notices": {}}}
@@ -118,3 +119,48 @@ async def test_a_server_dying_mid_turn_is_restarted_and_the_turn_goes_on(
         await agent.wait_for(lambda: notice("MCP server 'live' stopped again"), 30)
     assert len(pid_file.read_text().split()) == 2
     assert not alive(second)
+
+
+async def test_mcp_over_acp(
+    checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+) -> None:
+    """An MCP server the client provides (type acp): advertised, reached with mcp/message
+    requests (schema-checked), its tools called, and its list changes (a listen stream
+    carried by mcp/message notifications) reach the agent."""
+    script = [call("mcp__bridge__echo", text="over acp"),
+              call("mcp__bridge__add_tool", name="fresh"), call("mcp__bridge__fresh"),
+              [{"text": "done"}]]
+    agent = scripted(checker, state_dir, tmp_path, script)
+    async with agent, AcpBridge.for_agent(agent, "srv-1", LIVE) as bridge:
+        caps = (await agent.initialize(NOTICES))["agentCapabilities"]["mcpCapabilities"]
+        assert caps == {"http": True, "sse": True, "acp": True}
+        result = await agent.request("session/new", {"cwd": workspace,
+                                                     "mcpServers": [bridge.config("bridge")]})
+        sid = result["sessionId"]
+        assert (await agent.prompt(sid, "use it"))["stopReason"] == "end_turn"
+        echo, add, fresh = agent.tool_calls(sid)
+        assert echo["status"] == "completed" and "echo: over acp" in json.dumps(echo)
+        assert add["status"] == "completed"
+        assert fresh["status"] == "completed" and "I am fresh" in json.dumps(fresh)
+        methods = [r["method"] for r in bridge.requests]
+        assert methods[:2] == ["server/discover", "subscriptions/listen"]
+        assert {"tools/list", "prompts/list", "tools/call"} <= set(methods)
+        assert len({r["requestId"] for r in bridge.requests}) == len(bridge.requests)
+        assert agent.updates_of(sid, "notice") == []
+
+
+async def test_an_acp_server_the_client_does_not_serve_is_reported(
+    checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+) -> None:
+    """A client that answers mcp/message with "method not found": the server fails to
+    start, the user is told, the session works."""
+    agent = scripted(checker, state_dir, tmp_path, [[{"text": "still here"}]])
+    async with agent:
+        await agent.initialize(NOTICES)
+        result = await agent.request("session/new", {"cwd": workspace, "mcpServers": [
+            {"type": "acp", "name": "ghost", "serverId": "nobody"}]})
+        sid = result["sessionId"]
+        assert (await agent.prompt(sid, "hi"))["stopReason"] == "end_turn"
+        (notice,) = agent.updates_of(sid, "notice")
+        assert notice["title"] == "MCP server 'ghost' failed to start"
+        assert "Method not found" in notice.get("description", "")
