@@ -107,6 +107,7 @@ class Agent:
             "session/set_config_option": Route(
                 t.SetSessionConfigOptionRequestAny, guarded(options.set_config_option)
             ),
+            "mcp/message": Route(t.MessageMcpNotification, self.mcp_message, notification=True),
         }
 
     def require_initialized(self) -> None:
@@ -128,7 +129,7 @@ class Agent:
                 prompt_capabilities=t.PromptCapabilities(
                     image=info.supports_images, audio=False, embedded_context=True
                 ),
-                mcp_capabilities=t.McpCapabilities(http=True, sse=True),
+                mcp_capabilities=t.McpCapabilities(http=True, sse=True, acp=True),
                 session_capabilities=t.SessionCapabilities(
                     list=t.SessionListCapabilities(),
                     delete=t.SessionDeleteCapabilities(),
@@ -170,6 +171,12 @@ class Agent:
             session.cancel()
         elif self.rt.has_subagents:
             self.rt.subagents.cancel(p.session_id)  # a child: it and its descendants only
+
+    async def mcp_message(self, p: t.MessageMcpNotification) -> None:
+        """From an editor-provided MCP server (``"type": "acp"``), about one of our requests."""
+        from .mcp import deliver
+
+        deliver(p)
 
     def cancel_all(self) -> None:
         self.rt.cancel_all()

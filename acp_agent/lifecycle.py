@@ -368,7 +368,15 @@ def attach(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | Un
         async def changed() -> None:
             await send_commands(rt, session)
 
-        session.mcp = McpHub(list(servers), cwd=session.cwd, on_problem=problem, on_change=changed)
+        async def acp(request: t.MessageMcpRequest) -> t.MessageMcpResponseAny:
+            response: t.MessageMcpResponseAny = await rt.client.call(
+                "mcp/message", request, t.MessageMcpResponseAny
+            )
+            return response
+
+        session.mcp = McpHub(
+            list(servers), cwd=session.cwd, on_problem=problem, on_change=changed, acp=acp
+        )
         session.mcp.start()
 
 

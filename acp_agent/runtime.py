@@ -190,19 +190,19 @@ class Runtime:
     def tools_for(self, session: Session) -> Toolset:
         """The built-in tools and the session's MCP tools (which of them the model is
         offered depends on the mode: ``permissions.offered``); ``ask_user`` only for a
-        client that takes form elicitations."""
+        client that takes form elicitations. MCP tools follow the servers' changes."""
         from .client import elicitation_modes
         from .tools import Toolset, builtin_tools
         from .tools.ask import NAME as ASK_USER
 
-        if self._tools is None:
-            self._tools = builtin_tools(self.subagents.tool)
-        tools = self._tools.tools()
-        if "form" not in elicitation_modes(self.client.capabilities):
-            tools = [tool for tool in tools if tool.spec.name != ASK_USER]  # it asks by a form
-        if session.mcp is not None:
-            tools.extend(session.mcp.tools())
-        return Toolset(tools)
+        if self._tools is None:  # after initialize: the client's capabilities are known
+            tools = builtin_tools(self.subagents.tool).tools()
+            if "form" not in elicitation_modes(self.client.capabilities):
+                tools = [tool for tool in tools if tool.spec.name != ASK_USER]  # asks by a form
+            self._tools = Toolset(tools)
+        if session.mcp is None:
+            return self._tools
+        return session.mcp.toolset(self._tools)
 
     @functools.cached_property
     def child_env(self) -> dict[str, str]:
