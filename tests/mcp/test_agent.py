@@ -17,9 +17,10 @@ import pytest
 
 from ..fakes.llm_server import FakeLLMServer, Finish, Reply, Text, ToolCall
 from ..harness import AgentProcess
+from ..procs import alive
 from ..schema_check import SchemaChecker
 from .acp_bridge import AcpBridge
-from .conftest import LIVE, alive
+from .conftest import LIVE
 
 NOTICES: dict[str, Any] = {"session": {"notices": {}}}
 

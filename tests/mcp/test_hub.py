@@ -20,7 +20,7 @@ from acp_agent.permissions import decide
 from acp_agent.protocol import types as t
 
 from ..limits import WAIT, eventually
-from ..procs import alive, gone
+from ..procs import alive
 from ..schema_check import validate_def
 from .conftest import SERVERS, LocalServer, Recorder, http, stdio, tool_ctx
 from .servers.demo import PNG

@@ -17,7 +17,8 @@ from acp_agent.mcp import McpHub
 from acp_agent.protocol import types as t
 from acp_agent.tools.base import Toolset
 
-from .conftest import LIVE, LocalServer, Recorder, alive, http, stdio, tool_ctx
+from ..procs import alive
+from .conftest import LIVE, LocalServer, Recorder, http, stdio, tool_ctx
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

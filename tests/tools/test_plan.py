@@ -65,7 +65,8 @@ def test_builtin_toolset() -> None:
     assert isinstance(tools, Toolset)
     names = [s.name for s in tools.specs()]
     assert names == ["read_file", "write_file", "edit_file", "move_file", "list_directory",
-                     "glob", "grep", "run_command", "update_plan", "write_plan", "discard_plan", "ask_user"]
+                     "glob", "grep", "run_command", "update_plan", "write_plan", "discard_plan",
+                     "ask_user"]
     kinds = {name: tools.get(name).kind for name in names}  # type: ignore[union-attr]
     assert kinds == {"read_file": "read", "write_file": "edit", "edit_file": "edit",
                      "move_file": "move",
