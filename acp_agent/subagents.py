@@ -266,6 +266,7 @@ class SpawnAgent(BuiltinTool[SpawnAgentArgs]):
     kind: ToolKind = "other"
     arguments = SpawnAgentArgs
     concurrent = True
+    streamed = ("description", "prompt")
     description = (
         "Delegate a self-contained task to a subagent: a fresh agent with the same tools "
         "and none of this conversation. It works on its own and returns its final answer "

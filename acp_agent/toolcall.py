@@ -97,12 +97,10 @@ async def abandon(ctx: TurnContext, calls: list[PendingCall], why: str) -> None:
             await _stopped(ctx, call.tool_call_id, why)
 
 
-async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
-    session, call = ctx.session, pending.part
-    call_id = pending.tool_call_id or session.new_tool_call_id()
-    shown = pending.tool_call_id is not None  # announced while the answer streamed
-    tool = ctx.tools.get(call.name)
-    tctx = ToolContext(
+def tool_context(ctx: TurnContext, call_id: str) -> ToolContext:
+    """What a tool sees of the turn, for the call the client knows as ``call_id``."""
+    session = ctx.session
+    return ToolContext(
         session_id=session.id,
         cwd=session.cwd,
         roots=session.roots,
@@ -112,6 +110,14 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
         env=ctx.env,
         images=ctx.model.supports_images,
     )
+
+
+async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
+    session, call = ctx.session, pending.part
+    call_id = pending.tool_call_id or session.new_tool_call_id()
+    shown = pending.tool_call_id is not None  # announced while the answer streamed
+    tool = ctx.tools.get(call.name)
+    tctx = tool_context(ctx, call_id)
     raw: dict[str, Any] = dict(call.arguments)
     if tool is None:
         await session.emit(_announce(shown, call_id, call.name, call.name, "other", raw, "failed"))

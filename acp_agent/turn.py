@@ -46,11 +46,13 @@ from .providers.base import (
     TextDelta,
     ThinkingDelta,
     ThinkingSignature,
+    ToolCallDelta,
     ToolCallReady,
     ToolCallStarted,
     UsageReport,
 )
 from .providers.models import ModelInfo
+from .streamargs import LiveCall
 
 if TYPE_CHECKING:
     from .client import Client
@@ -200,8 +202,10 @@ async def model_step(ctx: TurnContext) -> StepResult:
                 await builder.thinking(ev.text)
             elif isinstance(ev, ToolCallReady):
                 builder.tool_call(ev)
+            elif isinstance(ev, ToolCallDelta):
+                await builder.tool_delta(ev)
             elif isinstance(ev, ToolCallStarted):
-                await builder.tool_started(ev, ctx.tools)
+                await builder.tool_started(ev, ctx)
             elif isinstance(ev, UsageReport):
                 usage = ev
             elif isinstance(ev, ThinkingSignature):
@@ -280,6 +284,7 @@ class _AssistantBuilder:
         "_buf",
         "_committed",
         "_kind",
+        "_live",
         "_message_id",
         "_session",
         "_thought_id",
@@ -294,6 +299,7 @@ class _AssistantBuilder:
         self.calls: list[PendingCall] = []
         self.announced: dict[str, str] = {}
         """The model's call id -> the tool call id the client was shown."""
+        self._live: dict[str, LiveCall] = {}
         self._kind: str | None = None
         self._buf: list[str] = []
         self._message_id: str | None = None
@@ -342,13 +348,17 @@ class _AssistantBuilder:
         self._switch(None)
         self.parts.append(ReasoningPart(ev.id, ev.encrypted_content, ev.summary, ev.source))
 
-    async def tool_started(self, ev: ToolCallStarted, tools: Toolset) -> None:
+    async def tool_started(self, ev: ToolCallStarted, ctx: TurnContext) -> None:
         """The model began a call: the client sees it now, pending, while its arguments
         stream (``toolcall.run_tool`` completes the same entry)."""
+        from .toolcall import tool_context
+
         if ev.call_id in self.announced:
             return
         call_id = self.announced[ev.call_id] = self._session.new_tool_call_id()
-        tool = tools.get(ev.name)
+        tool = ctx.tools.get(ev.name)
+        if tool is not None:
+            self._live[ev.call_id] = LiveCall(call_id, tool, tool_context(ctx, call_id))
         await self._session.emit(
             t.ToolCall(
                 tool_call_id=call_id,
@@ -359,7 +369,15 @@ class _AssistantBuilder:
             )
         )
 
+    async def tool_delta(self, ev: ToolCallDelta) -> None:
+        """More of a started call's arguments: its title as soon as they tell it."""
+        live = self._live.get(ev.call_id)
+        update = live.feed(ev.arguments) if live is not None else None
+        if update is not None:
+            await self._session.emit(update)
+
     def tool_call(self, ev: ToolCallReady) -> None:
+        self._live.pop(ev.call_id, None)
         self._switch(None)
         part = ToolCallPart(ev.call_id, ev.name, ev.arguments)
         self.parts.append(part)

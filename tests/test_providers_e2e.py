@@ -23,6 +23,7 @@ from .fakes.llm_server import (
     ToolCall,
     Usage,
 )
+from .fakes.llm_wire import anthropic_events, openai_events
 from .harness import AgentProcess, agent_env
 from .limits import WAIT
 from .schema_check import SchemaChecker
@@ -236,3 +237,45 @@ class TestLazyImports:
         proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=str(tmp_path),
                                                     env=agent_env())
         assert await proc.wait() == 0
+
+
+class TestLiveToolCalls:
+    """A tool call is shown as the model starts it and titled from its arguments while
+    they stream: the user sees "Write notes.txt" while the content is still being written."""
+
+    @pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+    async def test_the_title_comes_before_the_arguments_end(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer,
+        vendor: str,
+    ) -> None:
+        content = "A" * 1500 + "MARK" + "B" * 1500
+        arguments = json.dumps({"path": "notes.txt", "content": content})
+        steps: list[Any] = [ToolCall("call_w", "write_file", arguments, pieces=24),
+                            Finish("tool_calls")]
+        wire = (openai_events(steps, "gpt-4.1") if vendor == "openai"
+                else anthropic_events(steps, "claude-sonnet-4-5"))
+        cut = next(i for i, event in enumerate(wire) if b"MARK" in event)
+        server.enqueue(Reply(steps, hang_after=cut))  # stalls in the middle of "content"
+        make = openai_agent if vendor == "openai" else anthropic_agent
+        async with make(checker, state_dir, server) as agent:
+            sid = await _start(agent, workspace)
+            turn = agent.start_request(
+                "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+
+            def titled() -> list[dict[str, Any]]:
+                return [u for u in agent.updates_of(sid, "tool_call_update")
+                        if u.get("title") == "Write notes.txt"]
+
+            await agent.wait_for(lambda: bool(titled()))
+            (shown,) = agent.updates_of(sid, "tool_call")
+            assert (shown["title"], shown["status"], shown["kind"]) == (
+                "write_file", "pending", "edit")
+            (update,) = titled()
+            assert update["toolCallId"] == shown["toolCallId"]
+            assert update["locations"] == [{"path": str(Path(workspace) / "notes.txt")}]
+            assert "status" not in update and "rawInput" not in update
+            assert not (Path(workspace) / "notes.txt").exists()  # still being written
+            await agent.notify("session/cancel", {"sessionId": sid})
+            assert (await turn)["result"]["stopReason"] == "cancelled"
+            final = agent.tool_calls(sid)[0]
+            assert final["status"] == "failed" and final["title"] == "Write notes.txt"

@@ -34,6 +34,7 @@ from .base import (
     TextDelta,
     ThinkingDelta,
     ThinkingSignature,
+    ToolCallDelta,
     ToolCallReady,
     ToolCallStarted,
     UsageReport,
@@ -215,6 +216,8 @@ class _EventAssembler:
                 b.signature += delta.signature
             elif delta.type == "input_json_delta":
                 b.json.append(delta.partial_json)
+                if b.call_id and delta.partial_json:
+                    out.append(ToolCallDelta(b.call_id, delta.partial_json))
         elif kind == "content_block_stop":
             b = self.blocks.pop(event.index, _Block("unknown"))
             if b.kind == "thinking" and b.signature:

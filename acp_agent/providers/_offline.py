@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import re
 import shlex
 from collections.abc import AsyncIterator, Iterator
@@ -54,12 +55,14 @@ from .base import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    ToolCallDelta,
     ToolCallReady,
     ToolCallStarted,
     UsageReport,
 )
 
 _WORDS = re.compile(r"\S+\s*|\s+")
+ARGUMENT_PIECE = 24  # characters of a tool call's argument JSON per ToolCallDelta
 
 #: The keys a script step may have (one each; see the module's docstring).
 STEP_KEYS = frozenset(
@@ -156,8 +159,12 @@ class OfflineProvider:
             elif "tool_call" in step:
                 call = step["tool_call"]
                 call_id = str(call.get("id") or f"offline_{next(self._ids)}")
+                arguments = dict(call.get("arguments", {}))
                 yield ToolCallStarted(call_id, str(call["name"]))
-                yield ToolCallReady(call_id, str(call["name"]), dict(call.get("arguments", {})))
+                text = json.dumps(arguments)  # written piece by piece, as a model does
+                for start in range(0, len(text), ARGUMENT_PIECE):
+                    yield ToolCallDelta(call_id, text[start : start + ARGUMENT_PIECE])
+                yield ToolCallReady(call_id, str(call["name"]), arguments)
                 called = True
             elif "usage" in step:
                 usage = msgspec.convert(step["usage"], UsageReport)

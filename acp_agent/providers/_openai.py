@@ -37,6 +37,7 @@ from .base import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    ToolCallDelta,
     ToolCallReady,
     ToolCallStarted,
     UsageReport,
@@ -257,12 +258,16 @@ class _ChunkAssembler:
         if frag.id and not call.server_id:
             call.server_id = frag.id
         if frag.function is not None:
-            if frag.function.arguments:
-                call.arguments.append(frag.function.arguments)
+            piece = frag.function.arguments
+            if piece:
+                call.arguments.append(piece)
             if frag.function.name and not call.name:
                 call.name = frag.function.name
                 call.call_id = call.server_id or _new_call_id()
                 events.append(ToolCallStarted(call.call_id, call.name))
+                piece = "".join(call.arguments)  # any that came before the name, too
+            if piece and call.name:
+                events.append(ToolCallDelta(call.call_id, piece))
 
     def finish(self) -> list[StreamEvent]:
         if self.reason is None:

@@ -146,6 +146,11 @@ class Tool(Protocol):
 
     def describe(self, args: Any, ctx: ToolContext) -> CallInfo: ...
 
+    def describe_partial(self, members: Mapping[str, Any], ctx: ToolContext) -> CallInfo | None:
+        """What :meth:`describe` will say, from the members of the arguments the model has
+        completed so far (it is still writing the rest); ``None`` until that is known."""
+        ...
+
     async def prepare(self, args: Any, ctx: ToolContext) -> Preview | None:
         """Work out the change before it is approved (``None``: nothing to show);
         raises :class:`ToolError` for a call that cannot succeed."""
@@ -187,13 +192,16 @@ A = TypeVar("A", bound=Arguments)
 
 class BuiltinTool(Generic[A]):
     """A tool described by class attributes: ``name``, ``description``, ``kind``,
-    ``arguments`` (its :class:`Arguments` type) and ``concurrent``."""
+    ``arguments`` (its :class:`Arguments` type), ``concurrent`` and ``streamed``."""
 
     name: str
     description: str
     kind: ToolKind
     arguments: type[A]
     concurrent: bool = False
+    streamed: tuple[str, ...] = ()
+    """Bulky string arguments (a file's content) that :meth:`describe` never reads: while
+    the model is still writing them, the call is described without them."""
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
@@ -206,6 +214,15 @@ class BuiltinTool(Generic[A]):
             return msgspec.convert(given, self.arguments, strict=False)
         except msgspec.ValidationError as exc:
             raise ToolError(f"invalid arguments: {exc}. {self.usage()}") from None
+
+    def describe_partial(self, members: Mapping[str, Any], ctx: ToolContext) -> CallInfo | None:
+        given = {k: v for k, v in members.items() if v is not None}
+        for name in self.streamed:
+            given.setdefault(name, "\u2026")  # a stand-in (non-empty) that describe never reads
+        try:
+            return self.describe(msgspec.convert(given, self.arguments, strict=False), ctx)
+        except (msgspec.ValidationError, ToolError, ValueError, TypeError, KeyError):
+            return None  # a required member is still being written, or it is wrong
 
     def usage(self) -> str:
         """One line naming the parameters, for error messages."""

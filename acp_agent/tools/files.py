@@ -230,6 +230,7 @@ class WriteFile(BuiltinTool[WriteFileArgs]):
     name = "write_file"
     kind: ToolKind = "edit"
     arguments = WriteFileArgs
+    streamed = ("content",)
     description = (
         "Create or overwrite a file with the given text, written as UTF-8 (parent "
         "directories are created). Prefer edit_file for changes to existing files."
@@ -293,6 +294,7 @@ class EditFile(BuiltinTool[EditFileArgs]):
     name = "edit_file"
     kind: ToolKind = "edit"
     arguments = EditFileArgs
+    streamed = ("old_string", "new_string")
     description = (
         "Replace text in a file. old_string should match exactly and be unique (include "
         "surrounding lines) unless replace_all is true. If it matches only with different "

@@ -55,7 +55,7 @@ from ..fakes.llm_server import (
     Usage,
 )
 from ..limits import WAIT, limit
-from . import cancel_after_first_event, collect, collect_until_error, imports_sdk
+from . import cancel_after_first_event, collect, collect_until_error, imports_sdk, streamed
 
 OVERLOADED = Raw({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
 
@@ -170,7 +170,9 @@ async def test_parallel_tool_calls_are_assembled_from_json_fragments(
         )
     )
     tools = [ToolSpec("read_file", "Read a file", {"type": "object"})]
-    events = await collect(provider.stream(ask(tools=tools)))
+    events, arguments = streamed(await collect(provider.stream(ask(tools=tools))))
+    assert arguments == {"toolu_1": '{"path": "src/main.py", "line": 3}',
+                         "toolu_2": '{"path": "."}'}
     assert events[:5] == [
         TextDelta("Reading."),
         ToolCallStarted("toolu_1", "read_file"),

@@ -54,7 +54,7 @@ from ..fakes.llm_server import (
     Usage,
 )
 from ..limits import WAIT, limit
-from . import cancel_after_first_event, collect, collect_until_error, imports_sdk
+from . import cancel_after_first_event, collect, collect_until_error, imports_sdk, streamed
 
 
 @pytest.fixture(autouse=True)
@@ -134,7 +134,8 @@ async def test_parallel_tool_calls_are_assembled_from_fragments(
         )
     )
     tools = [ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}})]
-    events = await collect(provider.stream(ask(tools=tools)))
+    events, arguments = streamed(await collect(provider.stream(ask(tools=tools))))
+    assert arguments == {"call_1": '{"path": "src/main.py", "line": 3}', "call_2": '{"path": "."}'}
     assert events == [
         TextDelta("Reading."),
         ToolCallStarted("call_1", "read_file"),
@@ -181,7 +182,8 @@ async def test_interleaved_fragments_are_keyed_by_index(
             ]
         )
     )
-    events = await collect(provider.stream(ask()))
+    events, arguments = streamed(await collect(provider.stream(ask())))
+    assert arguments == {"id_a": '{"a": 1}', "id_b": '{"b": 2}'}  # each call's own pieces
     assert events[2:] == [
         ToolCallReady("id_a", "fa", {"a": 1}),
         ToolCallReady("id_b", "fb", {"b": 2}),
@@ -333,7 +335,9 @@ async def test_stream_without_finish_reason_is_a_stream_error(
 ) -> None:
     server.enqueue(Reply([Text("a"), ToolCall("c1", "f", "{}")]))
     events, error = await collect_until_error(provider.stream(ask()))
+    events, arguments = streamed(events)
     assert events == [TextDelta("a"), ToolCallStarted("c1", "f")]  # no half-known call
+    assert arguments == {"c1": "{}"}
     assert isinstance(error, ProviderStreamError)
 
 
