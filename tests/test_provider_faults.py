@@ -381,7 +381,8 @@ def check_announced(agent: AgentProcess, sid: str, fault: Fault) -> None:
 
 def _invalid_json(agent: AgentProcess, sid: str, server: FakeLLMServer, vendor: str) -> None:
     """The call fails with a message saying its JSON was invalid; the model reads it."""
-    (update,) = [u for u in agent.updates_of(sid, "tool_call_update") if u.get("status") == "failed"]
+    updates = agent.updates_of(sid, "tool_call_update")
+    (update,) = [u for u in updates if u.get("status") == "failed"]
     assert "not valid JSON" in json.dumps(update["content"])
     assert "not valid JSON" in json.dumps(server.requests[1].body["messages"][-1])
     assert text_of(agent, sid) == "sorry"
