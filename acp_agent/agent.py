@@ -1,19 +1,23 @@
 """The ACP agent as the editor sees it: the method table and capability negotiation.
 
 Each method is routed to the module that owns it: ``lifecycle`` (sessions), ``prompting``
-(prompts and their cancellation), ``options`` (modes and config options), ``auth``. The
+(prompts and their cancellation), ``options`` (modes and config options), ``auth``
+(authentication, ``logout``, ``auth/status``), ``endpoints`` (``providers/*``). The
 capabilities advertised by ``initialize`` are exactly the methods routed here. Requests
 naming a subagent's session are refused (those sessions take ``session/cancel`` only).
+Until ``initialize`` has been received, every other request is refused (-32600) and
+notifications are ignored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from . import __version__, auth, lifecycle, options, prompting
+from . import __version__, auth, endpoints, lifecycle, options, prompting
 from .client import ClientProxy
 from .config import Config
+from .errors import InvalidRequest
 from .protocol import UNSET
 from .protocol import types as t
 from .rpc.connection import Route
@@ -25,11 +29,18 @@ P = TypeVar("P")
 R = TypeVar("R")
 
 
+def optional(params: type[P]) -> type[P | None]:
+    """Params a client may leave out (every field of ``params`` is optional)."""
+    return cast("type[P | None]", params | None)
+
+
 class Agent:
     def __init__(
         self, config: Config, client: ClientProxy, warm: Callable[[], None] | None = None
     ) -> None:
         self.rt = Runtime(config, client, warm)
+        self.initialized = False
+        self.auth = auth.StatusFeed(self.rt)
 
     @property
     def config(self) -> Config:
@@ -40,6 +51,7 @@ class Agent:
 
         def bound(handler: Callable[[Runtime, P], Awaitable[R]]) -> Callable[[P], Awaitable[R]]:
             async def call(p: P) -> R:
+                self.require_initialized()
                 return await handler(rt, p)
 
             return call
@@ -55,9 +67,29 @@ class Agent:
 
             return checked
 
+        def telling(handler: Callable[[Runtime, P], Awaitable[R]]) -> Callable[[P], Awaitable[R]]:
+            """``handler``, then an ``auth/status_update`` if the state it leaves is news."""
+            call = bound(handler)
+
+            async def told(p: P) -> R:
+                result = await call(p)
+                await self.auth.refresh()
+                return result
+
+            return told
+
         return {
             "initialize": Route(t.InitializeRequest, self.initialize),
             "authenticate": Route(t.AuthenticateRequest, self.authenticate),
+            "logout": Route(optional(t.LogoutRequest), telling(auth.logout)),
+            "auth/status": Route(optional(t.AuthStatusRequest), self.auth_status),
+            "providers/list": Route(
+                optional(t.ListProvidersRequest), bound(endpoints.list_providers)
+            ),
+            "providers/set": Route(t.SetProviderRequest, telling(endpoints.set_provider)),
+            "providers/disable": Route(
+                t.DisableProviderRequest, telling(endpoints.disable_provider)
+            ),
             "session/new": Route(t.NewSessionRequest, bound(lifecycle.new_session)),
             "session/load": Route(t.LoadSessionRequest, guarded(lifecycle.load_session)),
             "session/resume": Route(t.ResumeSessionRequest, guarded(lifecycle.resume_session)),
@@ -75,9 +107,18 @@ class Agent:
             "session/set_config_option": Route(
                 t.SetSessionConfigOptionRequestAny, guarded(options.set_config_option)
             ),
+            "mcp/message": Route(t.MessageMcpNotification, self.mcp_message, notification=True),
         }
 
+    def require_initialized(self) -> None:
+        """Requests before ``initialize`` are a client bug: refuse them, don't guess."""
+        if not self.initialized:
+            raise InvalidRequest(
+                "Invalid request: the connection is not initialized; send initialize first"
+            )
+
     async def initialize(self, p: t.InitializeRequest) -> t.InitializeResponse:
+        self.initialized = True  # before any await: requests sent right after it pass
         if p.client_capabilities is not UNSET:
             self.rt.client.capabilities = p.client_capabilities
         info = self.rt.model_info_for(self.config.model)
@@ -88,7 +129,7 @@ class Agent:
                 prompt_capabilities=t.PromptCapabilities(
                     image=info.supports_images, audio=False, embedded_context=True
                 ),
-                mcp_capabilities=t.McpCapabilities(http=True, sse=True),
+                mcp_capabilities=t.McpCapabilities(http=True, sse=True, acp=True),
                 session_capabilities=t.SessionCapabilities(
                     list=t.SessionListCapabilities(),
                     delete=t.SessionDeleteCapabilities(),
@@ -102,20 +143,40 @@ class Agent:
                         )
                     ),
                 ),
+                auth=t.AgentAuthCapabilities(
+                    logout=t.LogoutCapabilities(), status=t.AuthStatusCapabilities()
+                ),
+                providers=t.ProvidersCapabilities(),
             ),
-            auth_methods=[auth.auth_method(self.config)],
+            auth_methods=auth.auth_methods(self.config, self.rt.client.capabilities),
             agent_info=t.Implementation(name="acp-agent", title="acp-agent", version=__version__),
         )
 
     async def authenticate(self, p: t.AuthenticateRequest) -> t.AuthenticateResponse:
-        return auth.authenticate(self.config, p)
+        self.require_initialized()
+        try:
+            return auth.authenticate(self.config, p)
+        finally:  # a login in a terminal may have stored a key since the client last asked
+            await self.auth.refresh()
+
+    async def auth_status(self, p: t.AuthStatusRequest | None) -> t.AuthStatusResponse:
+        self.require_initialized()
+        return self.auth.answer()
 
     async def cancel(self, p: t.CancelNotification) -> None:
+        if not self.initialized:
+            return  # a notification: ignored, never answered
         session = self.rt.sessions.get(p.session_id)
         if session is not None:  # unknown or idle sessions: nothing to do
             session.cancel()
         elif self.rt.has_subagents:
             self.rt.subagents.cancel(p.session_id)  # a child: it and its descendants only
+
+    async def mcp_message(self, p: t.MessageMcpNotification) -> None:
+        """From an editor-provided MCP server (``"type": "acp"``), about one of our requests."""
+        from .mcp import deliver
+
+        deliver(p)
 
     def cancel_all(self) -> None:
         self.rt.cancel_all()

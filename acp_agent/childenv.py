@@ -2,8 +2,9 @@
 the agent's own, without its secrets.
 
 Removed: every provider family's key variables (and any configured ``api-key-env``),
-and any variable whose name ends in ``_API_KEY`` or ``_AUTH_TOKEN``, unless listed in the
-configuration's ``keep-env``. MCP servers get the MCP SDK's minimal environment plus what
+any variable whose name ends in ``_API_KEY`` or ``_AUTH_TOKEN``, and any variable holding
+a key ``acp-agent login`` stored (whatever its name), unless listed in the configuration's
+``keep-env``. MCP servers get the MCP SDK's minimal environment plus what
 the editor configured, and the editor's own terminals its environment: neither inherits
 the agent's.
 """
@@ -30,10 +31,14 @@ def secret_names(config: Config) -> set[str]:
 
 
 def child_environ(config: Config, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    from .providers.credentials import secrets
+
     secret = secret_names(config)
+    stored = secrets(environ)
     keep = set(config.keep_env)
     return {
         name: value
         for name, value in environ.items()
-        if name in keep or not (name in secret or name.upper().endswith(SECRET_SUFFIXES))
+        if name in keep
+        or not (name in secret or name.upper().endswith(SECRET_SUFFIXES) or value in stored)
     }

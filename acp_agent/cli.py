@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     import argparse
     from types import SimpleNamespace
 
+    from .config import Config
+
 DESCRIPTION = """\
 An Agent Client Protocol (ACP) agent. Editors start it as a subprocess and speak
 JSON-RPC to it over stdin/stdout; stdout carries nothing but protocol messages.
@@ -37,8 +39,11 @@ def epilog() -> str:
 
 HUMAN_EPILOG = """\
 The agent runs as a subprocess and is driven through the protocol, as an editor would.
-Permission questions are asked at the keyboard (or answered by --yes; rejected when
-stdin is not a terminal). Ctrl-C cancels the running turn."""
+Permission questions are asked at the keyboard; without a terminal to ask on, tool
+calls that need permission are not run (--yes, --allow-always and --deny decide
+instead). Ctrl-C cancels the running turn (at a question: rejects and cancels); a second
+Ctrl-C, or Ctrl-C or Ctrl-D at the prompt, quits. `run` keeps no session unless --save
+is given; `chat` keeps its session (--no-save deletes it at the end)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="acp-agent",
         description=DESCRIPTION
-        + "\n\nAlso: `acp-agent run PROMPT` and `acp-agent chat` (see --help).",
+        + "\n\nAlso: `acp-agent run PROMPT` and `acp-agent chat`, `acp-agent login` and"
+        " `acp-agent logout` (store or forget a provider's API key; see their --help).",
         epilog=epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -69,8 +75,39 @@ def build_human_parser(command: str) -> argparse.ArgumentParser:
     )
     if command == "run":
         p.add_argument("prompt", help="the prompt text")
-    p.add_argument("--yes", "-y", action="store_true", help="allow every tool call without asking")
+    policy = p.add_mutually_exclusive_group()
+    policy.add_argument(
+        "--yes", "-y", dest="policy", action="store_const", const="allow_once",
+        help="allow each tool call that asks, once, without asking",
+    )  # fmt: skip
+    policy.add_argument(
+        "--allow-always", dest="policy", action="store_const", const="allow_always",
+        help="answer \"always\" to each question (remembered for the project, as the "
+        "option says)",
+    )  # fmt: skip
+    policy.add_argument(
+        "--deny", dest="policy", action="store_const", const="deny",
+        help="reject each tool call that asks",
+    )  # fmt: skip
+    p.add_argument(
+        "--save",
+        action=argparse.BooleanOptionalAction,
+        default=command == "chat",
+        help="keep the session in the state directory "
+        + ("(default for chat)" if command == "chat" else "(default for run: not kept)"),
+    )
+    if command == "run":
+        p.add_argument(
+            "--json",
+            action="store_true",
+            help="print the ACP updates as JSON lines (then the prompt's result) for scripts",
+        )
     p.add_argument("--cwd", default=None, help="the session's directory (default: current)")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the agent's log (debug level unless --log-level) and any traceback",
+    )
     _agent_flags(p)
     return p
 
@@ -125,13 +162,16 @@ def _forward(args: argparse.Namespace) -> list[str]:
 
 def human_main(argv: list[str]) -> None:
     args = build_human_parser(argv[0]).parse_args(argv[1:])
-    import asyncio
+    from . import config as config_mod
 
-    from .human import run_human
+    try:
+        cfg = load_config(args)
+    except config_mod.ConfigError as exc:
+        sys.stderr.write(f"acp-agent: {exc}\n")
+        raise SystemExit(2) from None
+    from .human import main as human
 
-    cwd = os.path.abspath(args.cwd or os.getcwd())
-    prompt = args.prompt if argv[0] == "run" else None
-    raise SystemExit(asyncio.run(run_human(_forward(args), prompt, yes=args.yes, cwd=cwd)))
+    raise SystemExit(human(argv[0], args, cfg, _forward(args)))
 
 
 def _overrides(args: argparse.Namespace | SimpleNamespace) -> dict[str, Any]:
@@ -150,6 +190,21 @@ def _overrides(args: argparse.Namespace | SimpleNamespace) -> dict[str, Any]:
 
 
 _VALUE_FLAGS = ("model", "base_url", "config", "state_dir", "mode", "log_level", "log_file")
+LOGIN_COMMANDS = ("login", "logout")
+
+
+def _login_command(argv: list[str]) -> int | None:
+    """Where ``login``/``logout`` stands: first, or after agent flags (an editor's terminal
+    authentication appends it to the command it runs the agent with)."""
+    i = 0
+    while i < len(argv):
+        if argv[i] in LOGIN_COMMANDS:
+            return i
+        if not argv[i].startswith("--"):
+            return None
+        flag, eq, _ = argv[i].partition("=")
+        i += 2 if not eq and flag[2:].replace("-", "_") in _VALUE_FLAGS else 1
+    return None
 
 
 def _plain_flags(argv: list[str]) -> SimpleNamespace | None:
@@ -176,10 +231,69 @@ def _plain_flags(argv: list[str]) -> SimpleNamespace | None:
     return SimpleNamespace(**values)
 
 
+TERMINAL_HINT = (
+    "acp-agent speaks the Agent Client Protocol (JSON-RPC) on stdin/stdout, for editors; "
+    "to chat here, run `acp-agent chat` (Ctrl-D ends this).\n"
+)
+
+
+def load_config(args: argparse.Namespace | SimpleNamespace) -> Config:
+    """The configuration the flags, the environment and the file give
+    (``config.ConfigError`` names what is wrong)."""
+    from . import config as config_mod
+
+    if args.model:
+        _check_model_flag(args.model)
+    overrides = _overrides(args)
+    cfg = config_mod.load(args.config, overrides=overrides)
+    if args.base_url:
+        from .providers import spec
+
+        if not spec(cfg.provider).remote:
+            raise config_mod.ConfigError(
+                f"--base-url needs a model served over the network, not {cfg.model!r}"
+            )
+        overrides[cfg.provider] = {"base-url": args.base_url}
+        cfg = config_mod.load(args.config, overrides=overrides)
+    return cfg
+
+
+def _check_model_flag(model: str) -> None:
+    """``--model`` in words a person reads at once (the configuration says it again, for
+    files and the environment, in its own terms)."""
+    from .config import ConfigError
+    from .providers.registry import FAMILIES, spec
+
+    family, _, name = model.partition(":")
+    if family not in FAMILIES:
+        raise ConfigError(
+            f"--model {model!r}: unknown provider {family!r}; write <provider>:<model> with "
+            f"a provider among {', '.join(FAMILIES)}, e.g. openai:gpt-4.1"
+        )
+    if spec(family).needs_model and not name:
+        raise ConfigError(
+            f"--model {model!r} names a provider but no model: write {family}:<model>"
+            + (f", e.g. {EXAMPLES[family]}" if family in EXAMPLES else "")
+        )
+
+
+EXAMPLES = {
+    "openai": "openai:gpt-4.1",
+    "anthropic": "anthropic:claude-sonnet-4-5",
+    "ollama": "ollama:qwen2.5-coder",
+    "openrouter": "openrouter:anthropic/claude-sonnet-4.5",
+}
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("run", "chat"):
         human_main(argv)
+    at = _login_command(argv)
+    if at is not None:
+        from .login import main as login_main
+
+        raise SystemExit(login_main(argv[at], argv[:at] + argv[at + 1 :]))
     # argparse (with gettext and shutil) costs ~25 ms of start-up on a small machine:
     # the plain `--flag value` forms editors use are read directly; anything else
     # (--help, --version, a typo, a missing value) goes through argparse.
@@ -190,23 +304,18 @@ def main(argv: list[str] | None = None) -> None:
     from . import config as config_mod
     from . import log
 
-    overrides = _overrides(args)
-    config_file = args.config
     try:
-        cfg = config_mod.load(config_file, overrides=overrides)
-        if args.base_url:
-            from .providers import spec
-
-            if not spec(cfg.provider).remote:
-                raise config_mod.ConfigError(
-                    f"--base-url needs a model served over the network, not {cfg.model!r}"
-                )
-            overrides[cfg.provider] = {"base-url": args.base_url}
-            cfg = config_mod.load(config_file, overrides=overrides)
+        cfg = load_config(args)
     except config_mod.ConfigError as exc:
         sys.stderr.write(f"acp-agent: {exc}\n")
         raise SystemExit(2) from None
-    log.configure(cfg.log_level, cfg.log_file)
+    try:
+        log.configure(cfg.log_level, cfg.log_file)
+    except OSError as exc:
+        sys.stderr.write(f"acp-agent: log file {cfg.log_file}: {exc.strerror}\n")
+        raise SystemExit(2) from None
+    if sys.stdin.isatty():  # a person typed `acp-agent`: say what it is waiting for
+        sys.stderr.write(TERMINAL_HINT)
 
     import asyncio
 
@@ -221,5 +330,7 @@ def main(argv: list[str] | None = None) -> None:
         loop.run_until_complete(serve(cfg))
     except KeyboardInterrupt:
         code = 130
+        if sys.stdin.isatty():  # Ctrl-C typed after the hint: the shell's prompt on its line
+            sys.stderr.write("\n")
     sys.stderr.flush()
     os._exit(code)

@@ -33,7 +33,7 @@ class Client(Protocol):
     ) -> t.RequestPermissionOutcome: ...
 
     async def call(self, method: str, params: Any, result_type: type[Any]) -> Any:
-        """Any other client method (fs/*, terminal/*), gated by capability."""
+        """Any other client method (fs/*, terminal/*, elicitation/*), gated by capability."""
         ...
 
 
@@ -45,7 +45,29 @@ _CAPABILITY_GATES = {
     "terminal/wait_for_exit": lambda c: bool(c.terminal),
     "terminal/kill": lambda c: bool(c.terminal),
     "terminal/release": lambda c: bool(c.terminal),
+    "elicitation/create": lambda c: bool(elicitation_modes(c)),  # and the request's mode
+    "elicitation/complete": lambda c: "url" in elicitation_modes(c),
 }
+
+
+def elicitation_modes(caps: t.ClientCapabilities) -> frozenset[str]:
+    """The elicitation modes the client advertised: ``form`` and ``url`` each only when
+    present and non-null (``elicitation: {}`` advertises none)."""
+    e = caps.elicitation
+    if not isinstance(e, t.ElicitationCapabilities):
+        return frozenset()
+    modes = {"form": isinstance(e.form, t.ElicitationFormCapabilities),
+             "url": isinstance(e.url, t.ElicitationUrlCapabilities)}  # fmt: skip
+    return frozenset(m for m, on in modes.items() if on)
+
+
+def elicitation_mode(params: Any) -> str | None:
+    """The mode of an ``elicitation/create`` request."""
+    if isinstance(params, t.ElicitationFormMode):
+        return "form"
+    if isinstance(params, t.ElicitationUrlMode):
+        return "url"
+    return None
 
 
 class ClientProxy:
@@ -74,10 +96,19 @@ class ClientProxy:
                 session_id=session_id, tool_call=tool_call, options=list(options)
             ),
             t.RequestPermissionResponse,
+            cancel_remote=False,  # the client answers `cancelled` itself after session/cancel
         )
         return response.outcome
+
+    async def notify(self, method: str, params: Any) -> None:
+        """A notification outside any session (``auth/status_update``)."""
+        await self._conn.notify(method, params)
 
     async def call(self, method: str, params: Any, result_type: type[Any]) -> Any:
         if not self.allows(method):
             raise MethodNotFound(f"the client did not advertise {method}")
+        if method == "elicitation/create":
+            mode = elicitation_mode(params)
+            if mode not in elicitation_modes(self.capabilities):
+                raise MethodNotFound(f"the client did not advertise elicitation {mode} mode")
         return await self._conn.request(method, params, result_type)

@@ -27,10 +27,11 @@ from .protocol import types as t
 if TYPE_CHECKING:
     from .instructions import ClientPrompt
     from .records import Record
-    from .replay import State, Uses
+    from .replay import State
     from .runtime import Runtime
     from .session import Session
     from .store import Snapshot
+    from .transcript import Uses
 
     Reading = tuple[Snapshot, Uses]
     """A log to replay: its snapshot, and what a first pass over it learned."""
@@ -82,19 +83,19 @@ async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionRes
 
 
 async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
-    """Stream the log's transcript to the client: read and materialized in a worker thread
-    a batch at a time (a second pass over the snapshot), the next batch while this one is
-    sent."""
+    """Stream the log's transcript (and its subagents') to the client: read and
+    materialized in a worker thread a batch at a time (a second pass over the snapshot),
+    the next batch while this one is sent."""
     from .records import bulk
-    from .replay import draft_allowed, transcript_batches
+    from .transcript import Pair, load_batches
 
-    caps = rt.client.capabilities
     snapshot, uses = reading
-    batches = transcript_batches(
-        snapshot.records(), lambda u: draft_allowed(u, caps), live=session.read_only, uses=uses
+    caps = rt.client.capabilities
+    batches = load_batches(
+        session.id, snapshot.records(), caps, uses.children, live=session.read_only, uses=uses
     )
 
-    def read() -> list[t.SessionUpdate] | None:
+    def read() -> list[Pair] | None:
         with bulk():
             return next(batches, None)
 
@@ -103,7 +104,11 @@ async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
     try:
         while (batch := await ahead) is not None:
             ahead = loop.run_in_executor(None, read)
-            await session.replay(batch)
+            children = {sid for sid, _ in batch if sid != session.id}
+            if children:  # shown as subagents: restricted sessions, like live ones
+                rt.subagents.shown(children)
+            for sid, update in batch:  # subagents' under their ids; already in the log
+                await session.emit_fn(sid, update)
     finally:
         if not ahead.done():  # the snapshot is closed next: let the thread finish with it
             await asyncio.wait([ahead])
@@ -153,10 +158,12 @@ async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionRes
 async def list_sessions(rt: Runtime, p: t.ListSessionsRequest | None) -> t.ListSessionsResponse:
     p = p or t.ListSessionsRequest()
     cwd = p.cwd if isinstance(p.cwd, str) else None
-    if cwd is not None and not os.path.isabs(cwd):
-        raise InvalidParams(f"Invalid params: `cwd` must be an absolute path, got {cwd!r}")
+    if cwd is not None:
+        _check_path(cwd, "cwd", "`cwd` must be an absolute path")
     if p.archived not in (UNSET, None, "exclude", "include", "only"):
-        raise InvalidParams(f"Invalid params: unknown archive filter {p.archived!r}")
+        raise InvalidParams(
+            f"Invalid params: unknown archive filter {p.archived!r} - at `$.archived`"
+        )
     if p.archived == "only":  # nothing is ever archived
         return t.ListSessionsResponse(sessions=[])
     cursor = p.cursor if isinstance(p.cursor, str) else None
@@ -255,16 +262,24 @@ def client_prompt(value: t.SystemPrompt | UnsetType | None) -> ClientPrompt | No
 
 def roots(cwd: str, directories: list[str] | UnsetType) -> tuple[str, list[str]]:
     """Validate a lifecycle request's roots (before anything is created or loaded)."""
-    if not os.path.isabs(cwd):
-        raise InvalidParams(f"Invalid params: `cwd` must be an absolute path, got {cwd!r}")
+    _check_path(cwd, "cwd", "`cwd` must be an absolute path")
     extra = [] if isinstance(directories, UnsetType) else directories
     for i, path in enumerate(extra):
-        if not path or not os.path.isabs(path):
-            raise InvalidParams(
-                f"Invalid params: additional directories must be absolute paths, got {path!r}"
-                f" - at `$.additionalDirectories[{i}]`"
-            )
+        _check_path(
+            path,
+            f"additionalDirectories[{i}]",
+            "additional directories must be absolute paths",
+        )
     return os.path.normpath(cwd), [os.path.normpath(path) for path in extra]
+
+
+def _check_path(path: str, field: str, rule: str) -> None:
+    """A path from the client that will reach ``os`` calls: absolute, and no NUL byte
+    (which every ``os`` call refuses)."""
+    if "\0" in path:
+        raise InvalidParams(f"Invalid params: a path must not contain NUL bytes - at `$.{field}`")
+    if not path or not os.path.isabs(path):
+        raise InvalidParams(f"Invalid params: {rule}, got {path!r} - at `$.{field}`")
 
 
 # ---------------------------------------------------------------------- opening
@@ -329,7 +344,7 @@ async def _open(
 
 def _reread(rt: Runtime, session_id: str) -> Reading:
     """The log of a session open here, to replay (a worker thread: the first pass)."""
-    from .replay import Uses
+    from .transcript import Uses
 
     snapshot = rt.store.take_snapshot(session_id)
     uses = Uses()
@@ -408,7 +423,15 @@ def attach(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | Un
         async def changed() -> None:
             await send_commands(rt, session)
 
-        session.mcp = McpHub(list(servers), cwd=session.cwd, on_problem=problem, on_change=changed)
+        async def acp(request: t.MessageMcpRequest) -> t.MessageMcpResponseAny:
+            response: t.MessageMcpResponseAny = await rt.client.call(
+                "mcp/message", request, t.MessageMcpResponseAny
+            )
+            return response
+
+        session.mcp = McpHub(
+            list(servers), cwd=session.cwd, on_problem=problem, on_change=changed, acp=acp
+        )
         session.mcp.start()
 
 

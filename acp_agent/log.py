@@ -18,6 +18,7 @@ LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 _level = LEVELS["warning"]
 _stream: TextIO = sys.stderr
+_file: TextIO | None = None  # the log file configure() opened, if any
 _logger: Any = None
 _EMPTY: dict[str, Any] = {}  # never mutated: bound() always sets a new dict
 _context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
@@ -26,10 +27,15 @@ _context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
 
 
 def configure(level: str = "warning", file: str | None = None) -> None:
-    """Set the level and destination. ``file`` is appended to; default is stderr."""
-    global _level, _stream, _logger
+    """Set the level and destination. ``file`` is appended to; default is stderr. A log
+    file opened by an earlier call is closed."""
+    global _level, _stream, _logger, _file
     _level = LEVELS[level]
-    _stream = open(file, "a", buffering=1, encoding="utf-8") if file else sys.stderr  # noqa: SIM115
+    opened = open(file, "a", buffering=1, encoding="utf-8") if file else None  # noqa: SIM115
+    if _file is not None:
+        _file.close()
+    _file = opened
+    _stream = opened or sys.stderr
     _logger = None
 
 

@@ -2,7 +2,8 @@
 
 A log is a :class:`Header` then records in the order things happened: the user's
 :class:`Prompt` (as the client sent it), every :class:`Update` the client was shown
-(message and thought chunks coalesced per message), every change to the model's history
+(message and thought chunks coalesced per message), every update its exposed subagents
+showed (:class:`ChildUpdate`), every change to the model's history
 (:class:`AddMessage`, :class:`TruncateHistory`, :class:`ReplaceHistory`), the session's
 :class:`Settings`, :class:`UsageTotals` and :class:`Roots` when they change, and a
 :class:`TurnEnd` per prompt. :func:`parse` reads a log back, skipping lines it cannot
@@ -62,6 +63,15 @@ class Update(_Record, tag="update"):
     update: t.SessionUpdate
 
 
+class ChildUpdate(_Record, tag="child"):
+    """A ``session/update`` a subagent's session showed the client (exposed children
+    only), kept in its top-level session's log under the child's id (chunks coalesced
+    per message); replayed by ``session/load`` to clients that take subagents."""
+
+    session_id: str
+    update: t.SessionUpdate
+
+
 class AddMessage(_Record, tag="message"):
     """A message appended to the model's history."""
 
@@ -118,6 +128,7 @@ Record: TypeAlias = (
     Header
     | Prompt
     | Update
+    | ChildUpdate
     | AddMessage
     | TruncateHistory
     | ReplaceHistory

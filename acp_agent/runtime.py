@@ -71,6 +71,10 @@ class Runtime:
         self._store: Store | None = None
         self._store_lock = threading.Lock()
         self._providers: dict[str, ModelProvider] = {}
+        self._retired: list[ModelProvider] = []
+        self.disabled: set[str] = set()
+        """Provider families the client disabled (``providers/disable``): their models are
+        neither offered nor used."""
         self._server_limits: dict[str, ServerLimits | None] = {}
         self._rules: dict[str, Rules] = {}
         self._tools: Toolset | None = None
@@ -125,17 +129,31 @@ class Runtime:
         """The models a session may switch between (the configured one first)."""
         seen = [self.config.model]
         for m in self.config.models:
-            if m not in seen:
+            if m not in seen and m.partition(":")[0] not in self.disabled:
                 seen.append(m)
         return seen
 
     def provider_for(self, model: str) -> ModelProvider:
         provider = self._providers.get(model)
         if provider is None:
-            from .providers import make_provider
+            from .providers import make_provider, spec
 
+            family = model.partition(":")[0]
+            if family in self.disabled:
+                raise ProviderError(
+                    f"the client disabled the {spec(family).title} provider: {model} cannot"
+                    " be used (choose another model)"
+                )
             provider = self._providers[model] = make_provider(self.config, model)
         return provider
+
+    def reroute(self, family: str) -> None:
+        """``family``'s endpoint or key changed (``providers/set``/``disable``, ``logout``):
+        its models get new providers, built for their next request; a turn streaming now
+        keeps its own (closed at shutdown)."""
+        for model in [m for m in self._providers if m.partition(":")[0] == family]:
+            self._retired.append(self._providers.pop(model))
+            self._server_limits.pop(model, None)
 
     def model_info_for(self, model: str) -> ModelInfo:
         """The table's facts, within what the model's server said (once asked: see
@@ -204,14 +222,20 @@ class Runtime:
 
     def tools_for(self, session: Session) -> Toolset:
         """The built-in tools and the session's MCP tools (which of them the model is
-        offered depends on the mode: ``permissions.offered``)."""
+        offered depends on the mode: ``permissions.offered``); ``ask_user`` only for a
+        client that takes form elicitations. MCP tools follow the servers' changes."""
+        from .client import elicitation_modes
         from .tools import Toolset, builtin_tools
+        from .tools.ask import NAME as ASK_USER
 
-        if self._tools is None:
-            self._tools = builtin_tools(self.subagents.tool)
+        if self._tools is None:  # after initialize: the client's capabilities are known
+            tools = builtin_tools(self.subagents.tool).tools()
+            if "form" not in elicitation_modes(self.client.capabilities):
+                tools = [tool for tool in tools if tool.spec.name != ASK_USER]  # asks by a form
+            self._tools = Toolset(tools)
         if session.mcp is None:
             return self._tools
-        return Toolset([*self._tools.tools(), *session.mcp.tools()])
+        return session.mcp.toolset(self._tools)
 
     @functools.cached_property
     def child_env(self) -> dict[str, str]:
@@ -427,7 +451,7 @@ class Runtime:
         hubs = [s.mcp.aclose() for s in self.sessions.values() if s.mcp is not None]
         if hubs:  # MCP servers are child processes: never leave them behind
             await asyncio.wait_for(asyncio.gather(*hubs, return_exceptions=True), 6.0)
-        for provider in self._providers.values():
+        for provider in [*self._providers.values(), *self._retired]:
             try:
                 await asyncio.wait_for(provider.aclose(), 0.2)
             except Exception as exc:  # shutting down: a provider that fails to close is fine

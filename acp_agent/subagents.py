@@ -12,18 +12,26 @@ How much the client sees depends on ``clientCapabilities.subagents``:
 * **Exposed** (advertised). The child is announced on its parent's stream with a
   ``subagent_update`` (title, description, ``running``, ``cancel`` capability, cwd)
   before anything names it; its own updates, tool calls and permission requests then
-  flow under its session id. The instruction and the answer are ``session_message``\\ s
-  on both transcripts (outgoing on the sender's, incoming on the recipient's, cross-
-  linked). State patches follow: ``requires_action`` while a permission request waits,
-  ``running`` again, and ``idle`` with the stop reason and usage at the end. The client
-  may ``session/cancel`` a child (it and its descendants stop; the parent goes on); any
-  other call naming a child is refused with -32602 (a restricted session).
+  flow under its session id. The instruction and the answer are session-directed
+  messages on both transcripts (outgoing on the sender's, incoming on the recipient's,
+  cross-linked), each a ``session_message`` (participants and link) followed by its
+  content as ``session_message_chunk``\\ s (see :mod:`.childstream`). Each view is
+  reported when it is observed: the instruction when the child starts, the answer when
+  the child's turn ends (its text streamed live on the child's own transcript
+  meanwhile). State patches follow: ``requires_action`` while a permission request or a
+  question (``ask_user``) waits, ``running`` again, and ``idle`` with the stop reason
+  and usage at the end. The client may ``session/cancel`` a child (it and its
+  descendants stop; the parent and siblings go on); any other call naming a child is
+  refused with -32602 (a restricted session).
 * **Unexposed**. Nothing names the child: its updates are dropped, and the requests its
-  tools make (permission, ``fs/*``, ``terminal/*``) go out under the parent's session id,
-  permission requests titled after the subagent. Only the answer reaches the parent.
+  tools make (permission, question, ``fs/*``, ``terminal/*``) go out under the parent's
+  session id, permission requests titled after the subagent, questions tied to the
+  parent's ``spawn_agent`` call. Only the answer reaches the parent.
 
-Children are never stored or listed; the parent's log keeps what the parent's stream
-showed (the replay gate drops subagent updates for clients without the capability).
+Children are never listed. An exposed child's stream is kept in its top-level session's
+log, under the child's id (``ChildUpdate`` records, chunks coalesced per message), so
+loading that session replays each child's transcript after its announcement, to a client
+that takes subagents (``transcript.transcripts``); other clients see nothing of children.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import msgspec
 from msgspec import Meta
 
 from . import log
+from .childstream import ChildLog, send_message
 from .client import Client
 from .conversation import AssistantMessage, TextPart, UserMessage
 from .errors import InvalidParams, ProviderAuthError, ProviderError, ToolError
@@ -78,6 +87,8 @@ class _Child:
     description: str
     exposed: bool
     announced: bool = False
+    kept: ChildLog | None = None
+    """Where an exposed child's stream is kept (its top-level session's log)."""
 
     async def patch(self, **changes: Any) -> None:
         """A ``subagent_update`` on the parent's stream carrying only what changed."""
@@ -113,6 +124,10 @@ class Subagents:
     def tool(self) -> SpawnAgent:
         """A ``spawn_agent`` tool bound to these subagents."""
         return SpawnAgent(self)
+
+    def shown(self, session_ids: set[str]) -> None:
+        """Children a ``session/load`` replayed: restricted sessions from now on."""
+        self._exposed.update(session_ids)
 
     def cancel(self, session_id: str) -> None:
         """``session/cancel`` naming a child: stop it (and its descendants) only; a
@@ -154,7 +169,7 @@ class Subagents:
         session = Session(
             id=new_session_id(),
             cwd=parent.cwd,
-            emit_fn=self.client.session_update if exposed else _discard,
+            emit_fn=_discard,
             mode=parent.mode,
             model=parent.model,
             thinking=parent.thinking,
@@ -162,6 +177,9 @@ class Subagents:
         )
         session.parent, session.mcp = parent, parent.mcp
         child = _Child(session, parent, title, description, exposed)
+        if exposed:
+            child.kept = ChildLog(session)
+            session.emit_fn = child.kept.stream(self.client)
         view = _ChildClient(self.client, ctx.client, child, ctx.tool_call_id)
         turn_ctx = await self.context_for(session, view)
         self._live[session.id] = child
@@ -203,14 +221,14 @@ class Subagents:
                     additional_directories=session.additional_directories or UNSET,
                 )
                 if child.exposed:
-                    await _message(child.parent, session, prompt)
+                    await send_message(child.parent, session, prompt)
                 with log.bound(session_id=session.id, parent_id=child.parent.id):
                     stop, usage = await run_turn(ctx, UserMessage([TextPart(prompt)]))
                 outcome = _Outcome(stop, usage, _answer(session))
                 if stop == "end_turn" and not outcome.answer:
                     outcome.answer = "(The subagent finished without an answer.)"
                 if stop == "end_turn" and child.exposed:
-                    await _message(session, child.parent, outcome.answer)
+                    await send_message(session, child.parent, outcome.answer)
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is not None:
@@ -224,6 +242,8 @@ class Subagents:
             except Exception as exc:
                 log.exception("subagent failed", session_id=session.id)
                 outcome = _Outcome("error", error=f"internal error: {exc}")
+            if child.kept is not None:
+                child.kept.flush()
             if child.announced:
                 await child.patch(state=_idle(session, outcome))
             return outcome
@@ -246,6 +266,7 @@ class SpawnAgent(BuiltinTool[SpawnAgentArgs]):
     kind: ToolKind = "other"
     arguments = SpawnAgentArgs
     concurrent = True
+    streamed = ("description", "prompt")
     description = (
         "Delegate a self-contained task to a subagent: a fresh agent with the same tools "
         "and none of this conversation. It works on its own and returns its final answer "
@@ -271,10 +292,12 @@ class SpawnAgent(BuiltinTool[SpawnAgentArgs]):
 class _ChildClient:
     """The editor as a child's turn and tools see it.
 
-    Exposed, a permission request goes out under the child's id, with the child's state
-    patched to ``requires_action`` meanwhile. Unexposed, requests go to the parent's own
-    view (``upstream``) under the parent's id, permission requests titled after the child
-    and their tool-call ids made unique in the parent's transcript."""
+    Exposed, a permission request or a question goes out under the child's id, with the
+    child's state patched to ``requires_action`` meanwhile. Unexposed, requests go to the
+    parent's own view (``upstream``) under the parent's id, permission requests titled
+    after the child and their tool-call ids made unique in the parent's transcript,
+    questions tied to the parent's ``spawn_agent`` call and prefixed with the child's
+    title."""
 
     def __init__(self, root: Client, upstream: Client, child: _Child, call_id: str) -> None:
         self._root = root
@@ -316,10 +339,27 @@ class _ChildClient:
 
     async def call(self, method: str, params: Any, result_type: type[Any]) -> Any:
         child = self._child
+        if child.exposed and method == "elicitation/create":  # the user has to answer
+            await child.patch(state=REQUIRES_ACTION)
+            try:
+                result = await self._root.call(method, params, result_type)
+            except asyncio.CancelledError:
+                raise  # the child's idle patch follows
+            except BaseException:
+                await child.patch(state=RUNNING)
+                raise
+            await child.patch(state=RUNNING)
+            return result
         if child.exposed:
             return await self._root.call(method, params, result_type)
         if getattr(params, "session_id", None) == child.session.id:
             params = msgspec.structs.replace(params, session_id=child.parent.id)
+            if isinstance(params, t.ElicitationFormMode | t.ElicitationUrlMode):
+                params = msgspec.structs.replace(  # tied to the parent's spawn_agent call
+                    params,
+                    tool_call_id=self._call_id,
+                    message=f"Subagent {child.title!r}: {params.message}",
+                )
         return await self._upstream.call(method, params, result_type)
 
 
@@ -328,31 +368,6 @@ class _ChildClient:
 
 async def _discard(session_id: str, update: t.SessionUpdate) -> None:
     """An unexposed child's stream: nothing leaves."""
-
-
-async def _message(sender: Session, recipient: Session, text: str) -> None:
-    """A session-directed message: the outgoing view on the sender's transcript, then
-    the incoming view on the recipient's, each with its own id and linked to the other."""
-    sent, received = sender.new_message_id(), recipient.new_message_id()
-    content: list[t.ContentBlock] = [t.TextContent(text=text)]
-    await sender.emit(
-        t.SessionMessage(
-            message_id=sent,
-            sender_session_id=sender.id,
-            recipient_session_id=recipient.id,
-            recipient_message_id=received,
-            content=content,
-        )
-    )
-    await recipient.emit(
-        t.SessionMessage(
-            message_id=received,
-            sender_session_id=sender.id,
-            recipient_session_id=recipient.id,
-            sender_message_id=sent,
-            content=content,
-        )
-    )
 
 
 def _idle(session: Session, outcome: _Outcome) -> t.IdleStateUpdate:

@@ -11,6 +11,7 @@ of the turn.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from . import log
@@ -28,53 +29,78 @@ if TYPE_CHECKING:
 CANCELLED = "Cancelled by the user."
 
 
+#: Tool kinds that only look: consecutive calls of them run side by side.
+LOOKING = frozenset({"read", "search"})
+
+
 async def run_tools(ctx: TurnContext, calls: list[PendingCall]) -> None:
     """Run one response's tool calls and add their results to history, in call order.
 
-    Calls run one after another, except that tools marked ``concurrent`` (subagents)
-    run side by side when the response asks for more than one of them."""
+    Consecutive calls that only look (read, search) or are marked ``concurrent``
+    (subagents) run side by side; writes and commands run one after another, in order,
+    so a read after a write sees it."""
     session = ctx.session
-    parts = [c.part for c in calls]
-    together = [
-        i for i, c in enumerate(calls) if (tool := ctx.tools.get(c.part.name)) and tool.concurrent
-    ]
-    if len(together) < 2:
-        for index, call in enumerate(calls):
-            try:
-                session.add_message(await run_tool(ctx, call))
-            except BaseException:
-                close_dangling_calls(session, parts[index:], ctx.interrupted_by() or CANCELLED)
-                raise
-        return
-    tasks = {i: asyncio.create_task(run_tool(ctx, calls[i])) for i in together}
     results: dict[int, ToolResultMessage] = {}
+    started: set[int] = set()
     try:
-        for index, call in enumerate(calls):
-            if index not in tasks:  # the others keep their turn, in the turn's own task
-                results[index] = await run_tool(ctx, call)
-        await asyncio.wait(tasks.values())
-        for index, task in tasks.items():
-            results[index] = task.result()
+        for group in _groups(ctx, calls):
+            started.update(group)
+            if len(group) == 1:
+                results[group[0]] = await run_tool(ctx, calls[group[0]])
+                continue
+            tasks = {i: asyncio.create_task(run_tool(ctx, calls[i])) for i in group}
+            try:
+                await asyncio.wait(tasks.values())
+            except BaseException:
+                for task in tasks.values():
+                    task.cancel()
+                await asyncio.wait(tasks.values())  # they report their end before the turn's
+                raise
+            finally:
+                for i, task in tasks.items():
+                    if task.done() and not task.cancelled() and task.exception() is None:
+                        results[i] = task.result()
+            for task in tasks.values():
+                task.result()  # an error of one: the turn's (run_tool fails only on cancel)
     except BaseException:
-        for task in tasks.values():
-            task.cancel()
-        await asyncio.wait(tasks.values())  # they report their end before the turn's
-        for index, task in tasks.items():
-            if not task.cancelled() and task.exception() is None:
-                results[index] = task.result()
         for index in sorted(results):
             session.add_message(results[index])
-        close_dangling_calls(session, parts, ctx.interrupted_by() or CANCELLED)
+        why = ctx.interrupted_by() or CANCELLED
+        await abandon(ctx, [c for i, c in enumerate(calls) if i not in started], why)
+        close_dangling_calls(session, [c.part for c in calls], why)
         raise
     for index in range(len(calls)):
         session.add_message(results[index])
 
 
-async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
-    session, call = ctx.session, pending.part
-    call_id = session.new_tool_call_id()
-    tool = ctx.tools.get(call.name)
-    tctx = ToolContext(
+def _groups(ctx: TurnContext, calls: list[PendingCall]) -> list[list[int]]:
+    """Call indices in order, consecutive side-by-side calls grouped."""
+    groups: list[list[int]] = []
+    together = False
+    for i, call in enumerate(calls):
+        tool = ctx.tools.get(call.part.name)
+        parallel = tool is not None and (tool.concurrent or tool.kind in LOOKING)
+        if parallel and together:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+        together = parallel
+    return groups
+
+
+async def abandon(ctx: TurnContext, calls: list[PendingCall], why: str) -> None:
+    """Calls that will never run: each gets its result in history and, if the client was
+    already shown it (announced while the answer streamed), its final update."""
+    close_dangling_calls(ctx.session, [c.part for c in calls], why)
+    for call in calls:
+        if call.tool_call_id is not None:
+            await _stopped(ctx, call.tool_call_id, why)
+
+
+def tool_context(ctx: TurnContext, call_id: str) -> ToolContext:
+    """What a tool sees of the turn, for the call the client knows as ``call_id``."""
+    session = ctx.session
+    return ToolContext(
         session_id=session.id,
         cwd=session.cwd,
         roots=session.roots,
@@ -84,18 +110,17 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
         env=ctx.env,
         images=ctx.model.supports_images,
     )
+
+
+async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
+    session, call = ctx.session, pending.part
+    call_id = pending.tool_call_id or session.new_tool_call_id()
+    shown = pending.tool_call_id is not None  # announced while the answer streamed
+    tool = ctx.tools.get(call.name)
+    tctx = tool_context(ctx, call_id)
     raw: dict[str, Any] = dict(call.arguments)
     if tool is None:
-        await session.emit(
-            t.ToolCall(
-                tool_call_id=call_id,
-                title=call.name,
-                name=call.name,
-                kind="other",
-                status="failed",
-                raw_input=raw,
-            )
-        )
+        await session.emit(_announce(shown, call_id, call.name, call.name, "other", raw, "failed"))
         valid = ", ".join(ctx.tools.names())
         return _result(call, f"Unknown tool {call.name!r}. The tools are: {valid}.", error=True)
     problem: str | None = None
@@ -111,21 +136,18 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
             problem = f"Invalid arguments for {call.name}: {exc.message}"
         except (KeyError, TypeError, ValueError) as exc:
             problem = f"Invalid arguments for {call.name}: {exc}"
-    locations = list(info.locations)
-    await session.emit(
-        t.ToolCall(
-            tool_call_id=call_id,
-            title=info.title,
-            name=call.name,
-            kind=tool.kind,
-            status="pending",
-            raw_input=raw,
-            locations=locations,
-        )
-    )
+    await session.emit(_announce(shown, call_id, info.title, call.name, tool.kind, raw, "pending",
+                                 list(info.locations)))  # fmt: skip
     if problem is not None:
         return await _fail(session, call, call_id, problem)
     try:  # from here on, a cancel still ends the call visibly, before the turn's answer
+        preview = await tool.prepare(args, tctx)  # e.g. the diff: seen before approving
+        if preview is not None:
+            tctx.prepared = preview.state
+            if preview.content:
+                info = replace(info, content=tuple(preview.content))
+                await session.emit(t.ToolCallUpdateSessionUpdate(
+                    tool_call_id=call_id, content=list(preview.content)))  # fmt: skip
         refusal = await _permit(ctx, tool, info, call_id, raw, tctx)
         if refusal is not None:
             return await _fail(session, call, call_id, refusal)
@@ -196,6 +218,7 @@ async def _permit(
                 status="pending",
                 raw_input=raw,
                 locations=list(info.locations),
+                content=list(info.content) if info.content else UNSET,
             ),
             options,
         )
@@ -220,9 +243,20 @@ async def _permit(
     return "The user rejected this tool call."
 
 
-async def _stopped(ctx: TurnContext, call_id: str) -> None:
+def _announce(shown: bool, call_id: str, title: str, name: str, kind: Any, raw: dict[str, Any],
+              status: Any, locations: list[t.ToolCallLocation] | None = None
+              ) -> t.SessionUpdate:  # fmt: skip
+    """The call, complete: a ``tool_call``, or an update of the one announced early."""
+    fields: dict[str, Any] = {"tool_call_id": call_id, "title": title, "name": name,
+                              "kind": kind, "status": status, "raw_input": raw}  # fmt: skip
+    if locations is not None:
+        fields["locations"] = locations
+    return t.ToolCallUpdateSessionUpdate(**fields) if shown else t.ToolCall(**fields)
+
+
+async def _stopped(ctx: TurnContext, call_id: str, why: str | None = None) -> None:
     """The final update of a call the turn's cancellation (or time limit) stopped."""
-    why = ctx.interrupted_by() or "Cancelled."
+    why = why or ctx.interrupted_by() or "Cancelled."
     update = t.ToolCallUpdateSessionUpdate(
         tool_call_id=call_id, status="failed", content=[_text(why)], raw_output={"error": why}
     )

@@ -46,10 +46,13 @@ from .providers.base import (
     TextDelta,
     ThinkingDelta,
     ThinkingSignature,
+    ToolCallDelta,
     ToolCallReady,
+    ToolCallStarted,
     UsageReport,
 )
 from .providers.models import ModelInfo
+from .streamargs import LiveCall
 
 if TYPE_CHECKING:
     from .client import Client
@@ -104,10 +107,12 @@ class TurnContext:
 
 @dataclass(slots=True)
 class PendingCall:
-    """A tool call the model made; ``error`` when its arguments were not valid JSON."""
+    """A tool call the model made; ``error`` when its arguments were not valid JSON;
+    ``tool_call_id`` when the client was shown it while the answer streamed."""
 
     part: ToolCallPart
     error: str | None = None
+    tool_call_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -119,7 +124,7 @@ class StepResult:
 
 async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
     """Run one turn; returns the stop reason and the turn's token usage."""
-    from .toolcall import close_dangling_calls, run_tools
+    from .toolcall import abandon, run_tools
 
     session = ctx.session
     session.add_message(user)
@@ -148,8 +153,7 @@ async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
         if step.usage is not None:
             add_usage(totals, step.usage)
         if step.reason == "length":
-            parts = [c.part for c in step.calls]
-            close_dangling_calls(session, parts, "The answer hit the token limit.")
+            await abandon(ctx, step.calls, "The answer hit the token limit.")
             return "max_tokens", totals
         if step.reason == "refusal":
             # the refused prompt and all after it leave the context (spec)
@@ -198,6 +202,10 @@ async def model_step(ctx: TurnContext) -> StepResult:
                 await builder.thinking(ev.text)
             elif isinstance(ev, ToolCallReady):
                 builder.tool_call(ev)
+            elif isinstance(ev, ToolCallDelta):
+                await builder.tool_delta(ev)
+            elif isinstance(ev, ToolCallStarted):
+                await builder.tool_started(ev, ctx)
             elif isinstance(ev, UsageReport):
                 usage = ev
             elif isinstance(ev, ThinkingSignature):
@@ -209,10 +217,10 @@ async def model_step(ctx: TurnContext) -> StepResult:
             elif isinstance(ev, Finished):
                 reason = ev.reason
     except asyncio.CancelledError:
-        _close_unrun(ctx, builder, ctx.interrupted_by())
+        await _close_unrun(ctx, builder, ctx.interrupted_by())
         raise
     except BaseException:
-        _close_unrun(ctx, builder, "The answer broke off before this call could run.")
+        await _close_unrun(ctx, builder, "The answer broke off before this call could run.")
         raise
     finally:
         builder.commit()  # keep what was streamed, whatever happened
@@ -223,14 +231,25 @@ async def model_step(ctx: TurnContext) -> StepResult:
     return StepResult(reason, builder.calls, usage)
 
 
-def _close_unrun(ctx: TurnContext, builder: _AssistantBuilder, why: str | None) -> None:
+async def _close_unrun(ctx: TurnContext, builder: _AssistantBuilder, why: str | None) -> None:
     """The answer broke off: its tool calls will never run, yet each needs a result (the
-    APIs reject a history with an unanswered call)."""
-    from .toolcall import CANCELLED, close_dangling_calls
+    APIs reject a history with an unanswered call), and each the client was shown needs
+    its final update."""
+    from .toolcall import CANCELLED, abandon
 
-    if builder.calls:
-        builder.commit()
-        close_dangling_calls(ctx.session, [c.part for c in builder.calls], why or CANCELLED)
+    builder.commit()
+    why = why or CANCELLED
+    await abandon(ctx, builder.calls, why)
+    complete = {c.tool_call_id for c in builder.calls}
+    for call_id in builder.announced.values():  # begun, but its arguments never came
+        if call_id not in complete:
+            await ctx.session.emit(
+                t.ToolCallUpdateSessionUpdate(
+                    tool_call_id=call_id,
+                    status="failed",
+                    content=[t.Content(content=t.TextContent(text=why))],
+                )
+            )
 
 
 async def report_usage(session: Session, info: ModelInfo, usage: UsageReport) -> None:
@@ -265,9 +284,11 @@ class _AssistantBuilder:
         "_buf",
         "_committed",
         "_kind",
+        "_live",
         "_message_id",
         "_session",
         "_thought_id",
+        "announced",
         "calls",
         "parts",
     )
@@ -276,6 +297,9 @@ class _AssistantBuilder:
         self._session = session
         self.parts: list[AssistantPart] = []
         self.calls: list[PendingCall] = []
+        self.announced: dict[str, str] = {}
+        """The model's call id -> the tool call id the client was shown."""
+        self._live: dict[str, LiveCall] = {}
         self._kind: str | None = None
         self._buf: list[str] = []
         self._message_id: str | None = None
@@ -324,11 +348,40 @@ class _AssistantBuilder:
         self._switch(None)
         self.parts.append(ReasoningPart(ev.id, ev.encrypted_content, ev.summary, ev.source))
 
+    async def tool_started(self, ev: ToolCallStarted, ctx: TurnContext) -> None:
+        """The model began a call: the client sees it now, pending, while its arguments
+        stream (``toolcall.run_tool`` completes the same entry)."""
+        from .toolcall import tool_context
+
+        if ev.call_id in self.announced:
+            return
+        call_id = self.announced[ev.call_id] = self._session.new_tool_call_id()
+        tool = ctx.tools.get(ev.name)
+        if tool is not None:
+            self._live[ev.call_id] = LiveCall(call_id, tool, tool_context(ctx, call_id))
+        await self._session.emit(
+            t.ToolCall(
+                tool_call_id=call_id,
+                title=ev.name,
+                name=ev.name,
+                kind=tool.kind if tool is not None else "other",
+                status="pending",
+            )
+        )
+
+    async def tool_delta(self, ev: ToolCallDelta) -> None:
+        """More of a started call's arguments: its title as soon as they tell it."""
+        live = self._live.get(ev.call_id)
+        update = live.feed(ev.arguments) if live is not None else None
+        if update is not None:
+            await self._session.emit(update)
+
     def tool_call(self, ev: ToolCallReady) -> None:
+        self._live.pop(ev.call_id, None)
         self._switch(None)
         part = ToolCallPart(ev.call_id, ev.name, ev.arguments)
         self.parts.append(part)
-        self.calls.append(PendingCall(part, ev.error))
+        self.calls.append(PendingCall(part, ev.error, self.announced.get(ev.call_id)))
 
     def commit(self) -> None:
         """Append what was assembled to the session history (once)."""

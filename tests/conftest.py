@@ -1,15 +1,52 @@
-"""Shared fixtures. Every test gets a schema checker; any message the agent emitted that
-fails the official ACP schema fails the test."""
+"""Shared fixtures and the rules every test inherits.
+
+* Every test gets a schema checker; any message the agent emitted that fails the official
+  ACP schema fails the test.
+* Every test gets pytest-timeout's limit from :mod:`tests.limits` (``ACP_TEST_TIME_SCALE``
+  scales it) unless it sets its own ``timeout`` mark.
+* End-to-end tests are marked ``slow``, so ``pytest -m "not slow"`` runs the fast set in
+  seconds: those in ``tests/interop/``, those using the ``agent`` fixture, and every test
+  of a module that imports the harness's ways of starting an agent process
+  (``AgentProcess``, ``agent_env``). Other slow tests are marked by hand.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from . import harness
 from .harness import AgentProcess
+from .limits import TEST
 from .schema_check import SchemaChecker
+from .timeouts import ManualTimeouts
+
+_TESTS = Path(__file__).resolve().parent
+_SLOW_DIRS = (_TESTS / "interop",)
+_STARTS_AN_AGENT = ("AgentProcess", "agent_env")
+
+
+def _end_to_end(item: pytest.Item) -> bool:
+    if any(item.path.is_relative_to(d) for d in _SLOW_DIRS):
+        return True
+    if "agent" in getattr(item, "fixturenames", ()):
+        return True
+    module = getattr(item, "module", None)
+    return any(
+        getattr(module, name, None) is getattr(harness, name) for name in _STARTS_AN_AGENT
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TEST))
+        if item.get_closest_marker("slow") is None and _end_to_end(item):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -48,3 +85,11 @@ async def agent(checker: SchemaChecker, state_dir: str) -> AsyncIterator[AgentPr
         yield proc
     finally:
         await proc.close()
+
+
+@pytest.fixture
+def manual_timeouts(monkeypatch: pytest.MonkeyPatch) -> ManualTimeouts:
+    """``asyncio.timeout()`` on a fake clock: timeouts expire on ``await expire()``."""
+    fake = ManualTimeouts()
+    monkeypatch.setattr(asyncio, "timeout", fake)
+    return fake

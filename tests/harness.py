@@ -7,14 +7,19 @@ the ``checker`` fixture in conftest fails the test on any violation.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import itertools
 import json
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from .limits import WAIT
 from .schema_check import SchemaChecker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,9 +37,31 @@ class ResponseError(Exception):
         self.data = error.get("data")
 
 
+#: What a Python subprocess needs to be measured too (coverage's ``patch = subprocess``).
+COVERAGE_VARS = ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START")
+
+
+def coverage_env() -> dict[str, str]:
+    """The coverage variables of this process, for a subprocess given a minimal env."""
+    return {name: os.environ[name] for name in COVERAGE_VARS if name in os.environ}
+
+
+NO_USER_CONFIG = tempfile.mkdtemp(prefix="acp-agent-tests-config-")
+"""An empty XDG_CONFIG_HOME: the developer's config.toml and the keys `acp-agent login`
+stored never reach a test's agent (a test names its own directory when it needs one)."""
+atexit.register(shutil.rmtree, NO_USER_CONFIG, True)
+
+
 def agent_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACP_AGENT_", "OPENAI_", "ANTHROPIC_"))}
+    """This environment without the agent's and providers' variables, and without the
+    developer's ``~/.config/acp-agent/config.toml``; then ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ACP_AGENT_", "OPENAI_", "ANTHROPIC_"))
+    }
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["XDG_CONFIG_HOME"] = NO_USER_CONFIG
     env.update(extra or {})
     return env
 
@@ -62,6 +89,8 @@ class AgentProcess:
         self._pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
         self._changed = asyncio.Condition()
         self._reader: asyncio.Task[None] | None = None
+        self._stderr_task: asyncio.Task[None] | None = None
+        self._answering: set[asyncio.Task[None]] = set()
         self.stderr = b""
 
     async def start(self) -> AgentProcess:
@@ -107,7 +136,9 @@ class AgentProcess:
             self.messages.append(message)
             if "method" in message and "id" in message:
                 self.client_requests.append(message)
-                asyncio.create_task(self._answer(message))
+                task = asyncio.create_task(self._answer(message))
+                self._answering.add(task)
+                task.add_done_callback(self._answering.discard)
             elif "method" in message:
                 if message["method"] == "session/update":
                     self.updates.append(message["params"])
@@ -140,6 +171,8 @@ class AgentProcess:
                 reply = {"jsonrpc": "2.0", "id": message["id"],
                          "error": {"code": -32603, "message": f"client handler failed: {exc!r}"}}
         await self.send(reply)
+        async with self._changed:  # what the handler did may be what a test waits for
+            self._changed.notify_all()
 
     # ---------------------------------------------------------------- sending
 
@@ -153,7 +186,7 @@ class AgentProcess:
         await self.proc.stdin.drain()
 
     async def request_raw(self, method: str, params: Any = None, *, id: Any = _AUTO,
-                          timeout: float = 30.0) -> dict[str, Any]:
+                          timeout: float = WAIT) -> dict[str, Any]:
         """Send a request; return the whole response message (result or error)."""
         request_id = next(self._ids) if id is _AUTO else id
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -184,7 +217,7 @@ class AgentProcess:
         return fut
 
     def start_request(self, method: str, params: Any = None, *, id: Any = _AUTO,
-                      timeout: float = 30.0) -> asyncio.Task[dict[str, Any]]:
+                      timeout: float = WAIT) -> asyncio.Task[dict[str, Any]]:
         return asyncio.create_task(self.request_raw(method, params, id=id, timeout=timeout))
 
     async def notify(self, method: str, params: Any = None) -> None:
@@ -211,29 +244,61 @@ class AgentProcess:
         return await self.request("session/prompt", {
             "sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, **kw)
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = WAIT) -> None:
+        """Wait until ``predicate()`` holds; it is checked whenever the agent sent something
+        and whenever a handler answered one of its requests."""
         async def _wait() -> None:
             async with self._changed:
                 await self._changed.wait_for(predicate)
         await asyncio.wait_for(_wait(), timeout)
 
-    def updates_of(self, session_id: str, kind: str | None = None) -> list[dict[str, Any]]:
-        return [u["update"] for u in self.updates
-                if u["sessionId"] == session_id and (kind is None or u["update"]["sessionUpdate"] == kind)]
+    def tool_calls(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's tool calls as a client shows them: each ``tool_call`` with its
+        updates merged in (a call may be announced while the model streams it, then
+        completed by updates)."""
+        calls: dict[str, dict[str, Any]] = {}
+        for update in self.updates_of(session_id):
+            kind = update["sessionUpdate"]
+            if kind == "tool_call":
+                calls[update["toolCallId"]] = dict(update)
+            elif kind == "tool_call_update" and update["toolCallId"] in calls:
+                calls[update["toolCallId"]].update(
+                    {k: v for k, v in update.items() if k != "sessionUpdate"})
+        return list(calls.values())
 
-    async def close(self, timeout: float = 5.0) -> int | None:
+    def updates_of(self, session_id: str, kind: str | None = None) -> list[dict[str, Any]]:
+        return [
+            u["update"]
+            for u in self.updates
+            if u["sessionId"] == session_id
+            and (kind is None or u["update"]["sessionUpdate"] == kind)
+        ]
+
+    def kill(self) -> None:
+        """SIGKILL the agent (a crash: it cleans nothing up)."""
+        assert self.proc is not None, "agent not started"
+        self.proc.kill()
+
+    async def close(self, timeout: float = WAIT) -> int | None:
+        """Close stdin (EOF) and wait for the agent to exit by itself; one still running
+        after ``timeout`` seconds is killed (its exit code is then ``-9``)."""
         if self.proc is None:
             return None
         if self.proc.stdin and not self.proc.stdin.is_closing():
             self.proc.stdin.close()
         try:
             await asyncio.wait_for(self.proc.wait(), timeout)
-        except asyncio.TimeoutError:
-            self.proc.kill()
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):  # it may exit in between
+                self.proc.kill()
             await self.proc.wait()
         if self._reader:
             await self._reader
-        await self._stderr_task
+        if self._stderr_task:
+            await self._stderr_task
+        for task in list(self._answering):  # e.g. a handler that never answers
+            task.cancel()
+        await asyncio.gather(*self._answering, return_exceptions=True)
         return self.proc.returncode
 
 

@@ -51,7 +51,7 @@ def repo(tmp_path: Path) -> Path:
 
 def call(call_id: str, name: str, **arguments: Any) -> Reply:
     return Reply([ToolCall(call_id, name, json.dumps(arguments)), Usage(500, 20),
-                  Finish("tool_calls")])  # fmt: skip
+                  Finish("tool_calls")])
 
 
 def answer(text: str) -> Reply:
@@ -71,12 +71,12 @@ def fed_back(server: FakeLLMServer, call_id: str) -> str:
 
 
 async def run_task(checker: SchemaChecker, state_dir: str, server: FakeLLMServer, vendor: str,
-                   repo: Path, prompt: str, *replies: Reply) -> dict[str, Any]:  # fmt: skip
+                   repo: Path, prompt: str, *replies: Reply) -> dict[str, Any]:
     server.enqueue(*replies)
     url = server.openai_url if vendor == "openai" else server.url
     key = "OPENAI_API_KEY" if vendor == "openai" else "ANTHROPIC_API_KEY"
     agent = AgentProcess(checker, "--state-dir", state_dir, "--model", MODELS[vendor],
-                         "--base-url", url, "--mode", "accept-edits", env={key: "k"})  # fmt: skip
+                         "--base-url", url, "--mode", "accept-edits", env={key: "k"})
     async with agent:
         await agent.initialize()
         sid = await agent.new_session(str(repo))
@@ -96,13 +96,13 @@ VENDORS = pytest.mark.parametrize("vendor", ["openai", "anthropic"])
 
 @VENDORS
 async def test_fix_a_failing_test(checker: SchemaChecker, state_dir: str, server: FakeLLMServer,
-                                  vendor: str, repo: Path) -> None:  # fmt: skip
+                                  vendor: str, repo: Path) -> None:
     result = await run_task(
         checker, state_dir, server, vendor, repo, "test_calc fails; fix it",
         call("c1", "run_command", command="python3 -m unittest -q"),
         call("c2", "read_file", path="shop/calc.py"),
         call("c3", "edit_file", path="shop/calc.py", old_string="return a - b",
-             new_string="return a + b"),  # fmt: skip
+             new_string="return a + b"),
         call("c4", "run_command", command="python3 -m unittest -q"),
         answer("Fixed `add` in shop/calc.py:2 (it subtracted); the test passes."),
     )
@@ -116,15 +116,15 @@ async def test_fix_a_failing_test(checker: SchemaChecker, state_dir: str, server
 @VENDORS
 async def test_rename_a_symbol_across_files(checker: SchemaChecker, state_dir: str,
                                             server: FakeLLMServer, vendor: str,
-                                            repo: Path) -> None:  # fmt: skip
+                                            repo: Path) -> None:
     check = "python3 -c 'from shop.cart import Cart; print(Cart().total())'"
     result = await run_task(
         checker, state_dir, server, vendor, repo, "rename total_price to cart_total",
         call("c1", "grep", pattern=r"\btotal_price\b"),
         call("c2", "edit_file", path="shop/calc.py", old_string="def total_price(",
-             new_string="def cart_total("),  # fmt: skip
+             new_string="def cart_total("),
         call("c3", "edit_file", path="shop/cart.py", old_string="total_price",
-             new_string="cart_total", replace_all=True),  # fmt: skip
+             new_string="cart_total", replace_all=True),
         call("c4", "run_command", command=check),
         answer("Renamed in shop/calc.py and shop/cart.py."),
     )
@@ -139,7 +139,7 @@ async def test_rename_a_symbol_across_files(checker: SchemaChecker, state_dir: s
 @VENDORS
 async def test_add_a_function_with_its_test(checker: SchemaChecker, state_dir: str,
                                             server: FakeLLMServer, vendor: str,
-                                            repo: Path) -> None:  # fmt: skip
+                                            repo: Path) -> None:
     test = ("import unittest\nfrom shop.calc import discount\n\n\nclass D(unittest.TestCase):\n"
             "    def test_discount(self):\n        self.assertEqual(discount(100, 0.25), 75)\n")
     result = await run_task(
@@ -147,7 +147,7 @@ async def test_add_a_function_with_its_test(checker: SchemaChecker, state_dir: s
         call("c1", "read_file", path="shop/calc.py"),
         call("c2", "edit_file", path="shop/calc.py", old_string="def add(a, b):\n    return a - b",
              new_string="def add(a, b):\n    return a + b\n\n\ndef discount(price, rate):\n"
-                        "    return price * (1 - rate)"),  # fmt: skip
+                        "    return price * (1 - rate)"),
         call("c3", "write_file", path="test_discount.py", content=test),
         call("c4", "run_command", command="python3 -m unittest -q"),
         answer("Added `discount` to shop/calc.py with test_discount.py; all tests pass."),
@@ -160,7 +160,7 @@ async def test_add_a_function_with_its_test(checker: SchemaChecker, state_dir: s
 @VENDORS
 async def test_investigate_with_grep(checker: SchemaChecker, state_dir: str,
                                      server: FakeLLMServer, vendor: str,
-                                     repo: Path) -> None:  # fmt: skip
+                                     repo: Path) -> None:
     result = await run_task(
         checker, state_dir, server, vendor, repo, "where is the tax rate set, and why a string?",
         call("c1", "grep", pattern="TAX", glob="*.py"),

@@ -66,7 +66,8 @@ def test_the_kept_tail_fits_its_budget_also_inside_one_long_turn() -> None:
 
 
 def test_the_summary_request_is_the_sessions_own_plus_a_final_ask() -> None:
-    history = _turn(1, tools=1) + [
+    history = [
+        *_turn(1, tools=1),
         UserMessage([TextPart("q2")]),
         AssistantMessage([TextPart("let me"), ToolCallPart("x", "grep", {})]),  # unanswered
     ]

@@ -20,10 +20,12 @@ from .harness import AgentProcess, wait_until
 from .schema_check import SchemaChecker
 from .test_sessions import load
 
-NOTICES = {"session": {"notices": {}}}
+NOTICES: dict[str, Any] = {"session": {"notices": {}}}
 
 
-def agent_with(checker: SchemaChecker, state: Path, tmp_path: Path, script: list[Any]) -> AgentProcess:
+def agent_with(
+    checker: SchemaChecker, state: Path, tmp_path: Path, script: list[Any]
+) -> AgentProcess:
     path = tmp_path / f"script-{len(list(tmp_path.glob('script-*')))}.json"
     path.write_text(json.dumps(script))
     return AgentProcess(checker, "--state-dir", str(state),
@@ -88,7 +90,7 @@ async def test_a_full_disk_mid_session_loses_nothing(
         resource.prlimit(pid, resource.RLIMIT_FSIZE, (log.stat().st_size + 10, hard))
         for i in range(1, 3):
             assert (await agent.prompt(sid, f"question {i}"))["stopReason"] == "end_turn"
-        said = lambda: "".join(  # noqa: E731
+        said: Callable[[], str] = lambda: "".join(  # noqa: E731
             u["content"]["text"] for u in agent.updates_of(sid, "agent_message_chunk"))
         await agent.wait_for(lambda: "This session is not being saved" in said())
         resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
@@ -117,8 +119,8 @@ async def test_sigkill_loses_at_most_flush_chars_of_a_reply(
     async with agent:
         await agent.initialize()
         sid = await agent.new_session(workspace)
-        agent.start_request("session/prompt",
-                            {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})  # fmt: skip
+        go = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+        agent.start_request("session/prompt", go)
         shown: Callable[[], str] = lambda: "".join(  # noqa: E731
             u["content"]["text"] for u in agent.updates_of(sid, "agent_message_chunk"))
         await agent.wait_for(lambda: len(shown()) >= after, timeout=60)

@@ -14,7 +14,7 @@ import pytest
 from acp_agent.conversation import AssistantMessage, TextPart, UserMessage
 from acp_agent.errors import ProviderHTTPError
 from acp_agent.protocol import types as t
-from acp_agent.providers.base import TextDelta, ToolCallReady
+from acp_agent.providers.base import Finished, TextDelta, ToolCallReady
 
 from .engine_world import INFO, World, cancelled, run_until
 from .fakes.provider import Gate, calls, text
@@ -46,7 +46,7 @@ class TestStopReasons:
 
     async def test_max_tokens_answers_the_dangling_calls(self, tmp_path: Path) -> None:
         response = calls(("read_file", {"path": "a.txt"}))
-        response[-1] = response[-1].__class__("length")  # Finished("length")
+        response[-1] = Finished("length")
         world = World(tmp_path, response)
         assert (await world.turn())[0] == "max_tokens"
         (result,) = world.results()
@@ -159,7 +159,8 @@ class TestCancel:
         await world.next_turn_is_accepted()
 
     async def test_while_a_tool_runs(self, tmp_path: Path) -> None:
-        world = World(tmp_path, calls(("wait", {"key": "a"}), ("read_file", {"path": "x"})))
+        write = ("write_file", {"path": "x", "content": "x"})  # after the wait, in order
+        world = World(tmp_path, calls(("wait", {"key": "a"}), write))
         gate = world.wait.gates["a"] = Gate()
         await cancelled(await run_until(world, gate))
         assert [r.is_error for r in world.results()] == [True, True]  # the unrun one too
@@ -225,5 +226,57 @@ class TestRequests:
         from acp_agent.turn import run_turn
 
         await run_turn(ctx, UserMessage([TextPart("again")]))
-        assert world.provider.requests[-1].thinking == "high"
+        again: str = world.provider.requests[-1].thinking
+        assert again == "high"
         assert world.provider.requests[-1].max_tokens == INFO.max_output_tokens
+
+
+class TestLiveToolCalls:
+    async def test_a_call_is_shown_as_soon_as_the_model_starts_it(self, tmp_path: Path) -> None:
+        from acp_agent.providers.base import ToolCallStarted
+
+        (tmp_path / "a.txt").write_text("alpha\n")
+        gate = Gate()
+        started = [ToolCallStarted("m1", "read_file"), gate,
+                   *calls(ToolCallReady("m1", "read_file", {"path": "a.txt"}))]  # fmt: skip
+        world = World(tmp_path, started, text("ok"))
+        task = await run_until(world, gate)
+        (shown,) = world.emitted(t.ToolCall)  # before the arguments are complete
+        assert shown.status == "pending" and shown.title == "read_file" and shown.kind == "read"
+        gate.release.set()
+        assert (await task)[0] == "end_turn"
+        assert len(world.emitted(t.ToolCall)) == 1  # the same entry, completed by updates
+        assert world.final_status() == {shown.tool_call_id: "completed"}
+
+    async def test_a_started_call_the_answer_never_finished_ends_failed(
+        self, tmp_path: Path
+    ) -> None:
+        from acp_agent.providers.base import ToolCallStarted
+
+        broken = [ToolCallStarted("m1", "write_file"), ProviderHTTPError("cut", 500)]
+        world = World(tmp_path, broken)
+        with pytest.raises(ProviderHTTPError):
+            await world.turn()
+        assert list(world.final_status().values()) == ["failed"]
+        await world.next_turn_is_accepted()
+
+    async def test_reads_run_side_by_side_and_writes_in_order(self, tmp_path: Path) -> None:
+        write = ("write_file", {"path": "w.txt", "content": "x"})
+        world = World(tmp_path, calls(("wait", {"key": "a"}), ("wait", {"key": "b"}), write,
+                                      ("wait", {"key": "c"})), text("ok"), mode="bypass")
+        gates = {k: world.wait.gates.setdefault(k, Gate()) for k in "abc"}
+        task = asyncio.create_task(world.turn())
+        await gates["a"].reached.wait()
+        await gates["b"].reached.wait()  # a and b at once
+        assert not (tmp_path / "w.txt").exists() and not gates["c"].reached.is_set()
+        gates["a"].release.set()
+        gates["b"].release.set()
+        await gates["c"].reached.wait()  # after the write, which came after a and b
+        assert (tmp_path / "w.txt").exists()
+        gates["c"].release.set()
+        assert (await task)[0] == "end_turn"
+        from acp_agent.conversation import ToolCallPart
+
+        asked = [p.call_id for m in world.session.history if isinstance(m, AssistantMessage)
+                 for p in m.parts if isinstance(p, ToolCallPart)]  # fmt: skip
+        assert [r.call_id for r in world.results()] == asked  # results in call order

@@ -5,23 +5,31 @@ validated against the official schema (the autouse checker)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, Usage
 from .harness import AgentProcess, ResponseError
+from .limits import WAIT
+from .procs import gone
+from .schema_check import SchemaChecker
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_MCP = str(ROOT / "tests/mcp/servers/demo.py")
-DRAFT_CAPS = {"session": {"notices": {}, "compaction": {}}, "plan": {}}
+DRAFT_CAPS: dict[str, Any] = {"session": {"notices": {}, "compaction": {}}, "plan": {}}
+# MCP servers start in a second or so, or in many on a busy machine: the first prompt
+# waits for them (a timer of the agent, set here to the tests' wait limit).
+MCP_START = f"[limits]\nmcp-start-timeout = {WAIT}\n"
 
 
-def _agent(checker, state_dir: str, tmp_path: Path, script: list | None = None, config: str = "",
+def _agent(checker: SchemaChecker, state_dir: str, tmp_path: Path,
+           script: list[Any] | None = None, config: str = "",
            *args: str) -> AgentProcess:
     env: dict[str, str] = {"XDG_CONFIG_HOME": str(tmp_path / "cfg")}
     if script is not None:
@@ -42,11 +50,13 @@ def texts(agent: AgentProcess, sid: str) -> str:
 
 class TestSlashCommands:
     async def test_commands_are_advertised_and_user_commands_expand(
-        self, checker, state_dir, workspace, tmp_path
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
     ) -> None:
         commands = Path(workspace) / ".acp-agent" / "commands"
         commands.mkdir(parents=True)
-        (commands / "review.md").write_text("---\ndescription: Review a file\n---\nReview $ARGUMENTS carefully.")
+        (commands / "review.md").write_text(
+            "---\ndescription: Review a file\n---\nReview $ARGUMENTS carefully."
+        )
         async with FakeLLMServer() as server:
             server.enqueue(Reply([Text("reviewed"), Usage(10, 2), Finish("stop")]))
             agent = _agent(checker, state_dir, tmp_path, None, "", "--model", "openai:gpt-4.1",
@@ -55,7 +65,9 @@ class TestSlashCommands:
             async with agent:
                 await agent.initialize()
                 sid = await agent.new_session(workspace)
-                await agent.wait_for(lambda: bool(agent.updates_of(sid, "available_commands_update")))
+                await agent.wait_for(
+                    lambda: bool(agent.updates_of(sid, "available_commands_update"))
+                )
                 listed = agent.updates_of(sid, "available_commands_update")[-1]["availableCommands"]
                 names = [c["name"] for c in listed]
                 assert {"help", "plan", "model", "mode", "compact", "review"} <= set(names)
@@ -64,7 +76,9 @@ class TestSlashCommands:
                 assert last_user["role"] == "user"
                 assert "Review src/app.py carefully." in json.dumps(last_user["content"])
 
-    async def test_builtins_answer_without_the_model(self, checker, state_dir, workspace, tmp_path) -> None:
+    async def test_builtins_answer_without_the_model(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
         agent = _agent(checker, state_dir, tmp_path, [[{"text": "model answer"}]])
         async with agent:
             await agent.initialize()
@@ -75,13 +89,17 @@ class TestSlashCommands:
             assert agent.updates_of(sid, "current_mode_update")[-1]["currentModeId"] == "plan"
             options = agent.updates_of(sid, "config_option_update")[-1]["configOptions"]
             assert next(o for o in options if o["id"] == "mode")["currentValue"] == "plan"
-            response = await agent.request_raw("session/set_mode", {"sessionId": sid, "modeId": "nope"})
+            response = await agent.request_raw(
+                "session/set_mode", {"sessionId": sid, "modeId": "nope"}
+            )
             assert response["error"]["code"] == -32602
             # the script was not consumed by the built-ins: the model answers now
             await agent.prompt(sid, "hello")
             assert texts(agent, sid).endswith("model answer")
 
-    async def test_plan_mode_refuses_edits_and_commands(self, checker, state_dir, workspace, tmp_path) -> None:
+    async def test_plan_mode_refuses_edits_and_commands(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
         agent = _agent(checker, state_dir, tmp_path, [
             [{"tool_call": {"name": "write_file", "arguments": {"path": "x.txt", "content": "x"}}},
              {"tool_call": {"name": "run_command", "arguments": {"command": "touch y.txt"}}},
@@ -91,11 +109,17 @@ class TestSlashCommands:
             await agent.initialize()
             sid = await agent.new_session(workspace)
             await agent.prompt(sid, "/plan add a feature")
-            finals = {u["toolCallId"]: u["status"] for u in agent.updates_of(sid, "tool_call_update")
-                      if u.get("status") in ("completed", "failed")}
+            finals = {
+                u["toolCallId"]: u["status"]
+                for u in agent.updates_of(sid, "tool_call_update")
+                if u.get("status") in ("completed", "failed")
+            }
             assert sorted(finals.values()) == ["completed", "failed", "failed"]
             assert not agent.client_requests  # plan mode never asks: it refuses
-            assert not (Path(workspace) / "x.txt").exists() and not (Path(workspace) / "y.txt").exists()
+            assert (
+                not (Path(workspace) / "x.txt").exists()
+                and not (Path(workspace) / "y.txt").exists()
+            )
 
 
 class TestModesAgainstToolKinds:
@@ -105,7 +129,16 @@ class TestModesAgainstToolKinds:
         ("plan", set(), {"read"}),
         ("bypass", set(), {"read", "edit", "execute"}),
     ])
-    async def test_mode_policy(self, checker, state_dir, workspace, tmp_path, mode, asks, runs) -> None:
+    async def test_mode_policy(
+        self,
+        checker: SchemaChecker,
+        state_dir: str,
+        workspace: str,
+        tmp_path: Path,
+        mode: str,
+        asks: set[str],
+        runs: set[str],
+    ) -> None:
         calls = [
             {"tool_call": {"name": "read_file", "arguments": {"path": "hello.txt"}}},
             {"tool_call": {"name": "write_file", "arguments": {"path": "new.txt", "content": "n"}}},
@@ -126,7 +159,9 @@ class TestModesAgainstToolKinds:
 
 
 class TestNotices:
-    async def test_retry_notice_only_with_the_capability(self, checker, state_dir, workspace, tmp_path) -> None:
+    async def test_retry_notice_only_with_the_capability(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
         script = [[{"error": {"status": 429, "retry_after": 0.01}}], [{"text": "ok"}]]
         for caps, expected in [(DRAFT_CAPS, 1), ({}, 0)]:
             agent = _agent(checker, state_dir, tmp_path, script)
@@ -140,9 +175,15 @@ class TestNotices:
                     assert notices[0]["severity"] == "warning" and notices[0]["title"]
                 assert texts(agent, sid) == "ok"  # a retry is not worth a message in history
 
-    async def test_notices_are_never_replayed(self, checker, state_dir, workspace, tmp_path) -> None:
-        agent = _agent(checker, state_dir, tmp_path, [[{"error": {"status": 503, "retry_after": 0.01}}],
-                                                      [{"text": "ok"}]])
+    async def test_notices_are_never_replayed(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
+        agent = _agent(
+            checker,
+            state_dir,
+            tmp_path,
+            [[{"error": {"status": 503, "retry_after": 0.01}}], [{"text": "ok"}]],
+        )
         async with agent:
             await agent.initialize(DRAFT_CAPS)
             sid = await agent.new_session(workspace)
@@ -151,16 +192,20 @@ class TestNotices:
         again = _agent(checker, state_dir, tmp_path)
         async with again:
             await again.initialize(DRAFT_CAPS)
-            await again.request("session/load", {"sessionId": sid, "cwd": workspace, "mcpServers": []})
+            await again.request(
+                "session/load", {"sessionId": sid, "cwd": workspace, "mcpServers": []}
+            )
             assert again.updates_of(sid, "notice") == []
             assert "ok" in texts(again, sid)
 
 
 class TestCompaction:
-    SCRIPT = [[{"text": "first answer"}], [{"text": "second answer"}],
+    SCRIPT: ClassVar[list[Any]] = [[{"text": "first answer"}], [{"text": "second answer"}],
               [{"text": "## Summary\n- the user asked twice"}], [{"text": "after"}]]
 
-    async def test_compact_command_with_the_capability(self, checker, state_dir, workspace, tmp_path) -> None:
+    async def test_compact_command_with_the_capability(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
         agent = _agent(checker, state_dir, tmp_path, self.SCRIPT)
         async with agent:
             await agent.initialize(DRAFT_CAPS)
@@ -168,7 +213,9 @@ class TestCompaction:
             await agent.prompt(sid, "one")
             await agent.prompt(sid, "two")
             before = len(agent.updates_of(sid))
-            assert (await agent.prompt(sid, "/compact keep the API notes"))["stopReason"] == "end_turn"
+            assert (await agent.prompt(sid, "/compact keep the API notes"))[
+                "stopReason"
+            ] == "end_turn"
             updates = agent.updates_of(sid)[before:]
             kinds = [u["sessionUpdate"] for u in updates]
             first = kinds.index("compaction_update")
@@ -186,7 +233,9 @@ class TestCompaction:
         again = _agent(checker, state_dir, tmp_path)
         async with again:
             await again.initialize(DRAFT_CAPS)
-            await again.request("session/load", {"sessionId": sid, "cwd": workspace, "mcpServers": []})
+            await again.request(
+                "session/load", {"sessionId": sid, "cwd": workspace, "mcpServers": []}
+            )
             replayed = again.updates_of(sid, "compaction_update")
             assert len(replayed) == 1 and replayed[0]["status"] == "completed"
             assert "the user asked twice" in json.dumps(replayed[0]["summary"])
@@ -194,10 +243,14 @@ class TestCompaction:
         plain = _agent(checker, state_dir, tmp_path)  # no capability: nothing of it replayed
         async with plain:
             await plain.initialize({})
-            await plain.request("session/load", {"sessionId": sid, "cwd": workspace, "mcpServers": []})
+            await plain.request(
+                "session/load", {"sessionId": sid, "cwd": workspace, "mcpServers": []}
+            )
             assert plain.updates_of(sid, "compaction_update") == []
 
-    async def test_compact_without_the_capability_is_a_message(self, checker, state_dir, workspace, tmp_path) -> None:
+    async def test_compact_without_the_capability_is_a_message(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
         agent = _agent(checker, state_dir, tmp_path, self.SCRIPT)
         async with agent:
             await agent.initialize({})
@@ -209,7 +262,7 @@ class TestCompaction:
             assert "the user asked twice" in texts(agent, sid)
 
     async def test_model_sees_the_summary_instead_of_the_old_history(
-        self, checker, state_dir, workspace, tmp_path
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
     ) -> None:
         async with FakeLLMServer() as server:
             server.enqueue(Reply([Text("a1"), Usage(10, 2), Finish("stop")]),
@@ -237,11 +290,17 @@ class TestCompaction:
             assert "THIRD-QUESTION" in after
 
     async def test_automatic_compaction_when_the_context_fills(
-        self, checker, state_dir, workspace, tmp_path
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
     ) -> None:
         config = '[limits]\ncompact-at = 0.5\n[model-overrides.offline]\ncontext-window = 400\n'
-        script = [[{"text": "x " * 40, "usage": {}}, {"usage": {"input_tokens": 300, "output_tokens": 20}}],
-                  [{"text": "## Summary\n- long talk"}], [{"text": "fresh"}]]
+        script = [
+            [
+                {"text": "x " * 40, "usage": {}},
+                {"usage": {"input_tokens": 300, "output_tokens": 20}},
+            ],
+            [{"text": "## Summary\n- long talk"}],
+            [{"text": "fresh"}],
+        ]
         agent = _agent(checker, state_dir, tmp_path, script, config)
         async with agent:
             await agent.initialize(DRAFT_CAPS)
@@ -250,11 +309,19 @@ class TestCompaction:
             assert (await agent.prompt(sid, "two"))["stopReason"] == "end_turn"
             statuses = [u["status"] for u in agent.updates_of(sid, "compaction_update")]
             assert statuses == ["in_progress", "completed"]
-            assert any(n["title"] == "Compacting the conversation" for n in agent.updates_of(sid, "notice"))
+            assert any(
+                n["title"] == "Compacting the conversation" for n in agent.updates_of(sid, "notice")
+            )
             assert texts(agent, sid).endswith("fresh")
 
-    async def test_cancel_during_compaction(self, checker, state_dir, workspace, tmp_path) -> None:
-        script = [[{"text": "a"}], [{"text": "partial summary "}, {"hang": True}], [{"text": "next"}]]
+    async def test_cancel_during_compaction(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
+        script = [
+            [{"text": "a"}],
+            [{"text": "partial summary "}, {"hang": True}],
+            [{"text": "next"}],
+        ]
         agent = _agent(checker, state_dir, tmp_path, script)
         async with agent:
             await agent.initialize(DRAFT_CAPS)
@@ -271,8 +338,12 @@ class TestCompaction:
 
 
 class TestThoughtLevel:
-    async def test_offered_only_for_thinking_models(self, checker, state_dir, workspace, tmp_path) -> None:
-        agent = _agent(checker, state_dir, tmp_path, None, "", "--model", "anthropic:claude-sonnet-4-5")
+    async def test_offered_only_for_thinking_models(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
+        agent = _agent(
+            checker, state_dir, tmp_path, None, "", "--model", "anthropic:claude-sonnet-4-5"
+        )
         agent.env["ANTHROPIC_API_KEY"] = "test-key"
         async with agent:
             await agent.initialize()
@@ -281,7 +352,12 @@ class TestThoughtLevel:
             assert options["thought_level"]["category"] == "thought_level"
             changed = await agent.request("session/set_config_option", {
                 "sessionId": result["sessionId"], "configId": "thought_level", "value": "high"})
-            assert next(o for o in changed["configOptions"] if o["id"] == "thought_level")["currentValue"] == "high"
+            assert (
+                next(o for o in changed["configOptions"] if o["id"] == "thought_level")[
+                    "currentValue"
+                ]
+                == "high"
+            )
         offline = _agent(checker, state_dir, tmp_path)
         async with offline:
             await offline.initialize()
@@ -295,12 +371,14 @@ def _mcp(name: str, *args: str) -> dict[str, Any]:
 
 class TestMcp:
     async def test_mcp_tool_reaches_the_model_and_the_server_stops_at_eof(
-        self, checker, state_dir, workspace, tmp_path
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
     ) -> None:
         pid_file = tmp_path / "mcp.pid"
-        script = [[{"tool_call": {"name": "mcp__demo__echo", "arguments": {"text": "hi from mcp"}}}],
-                  [{"text": "done"}]]
-        agent = _agent(checker, state_dir, tmp_path, script)
+        script = [
+            [{"tool_call": {"name": "mcp__demo__echo", "arguments": {"text": "hi from mcp"}}}],
+            [{"text": "done"}],
+        ]
+        agent = _agent(checker, state_dir, tmp_path, script, MCP_START)
         async with agent:
             await agent.initialize({"session": {"notices": {}}})
             result = await agent.request("session/new", {
@@ -315,20 +393,22 @@ class TestMcp:
             commands = agent.updates_of(sid, "available_commands_update")[-1]["availableCommands"]
             assert "mcp:demo:greet" in {c["name"] for c in commands}
             pid = int(pid_file.read_text())
-        for _ in range(100):  # after EOF the server process is gone
-            if not _alive(pid):
-                break
-            await asyncio.sleep(0.05)
-        assert not _alive(pid)
+        await gone(pid)  # after EOF the server process is gone
 
-    async def test_a_server_that_fails_is_reported(self, checker, state_dir, workspace, tmp_path) -> None:
+    async def test_a_server_that_fails_is_reported(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
         broken = {"name": "broken", "command": sys.executable,
                   "args": [str(ROOT / "tests/mcp/servers/exit_at_once.py")], "env": []}
-        for caps, kind in [({"session": {"notices": {}}}, "notice"), ({}, "agent_message_chunk")]:
+        cases: list[tuple[dict[str, Any], str]] = [({"session": {"notices": {}}}, "notice"),
+                                                   ({}, "agent_message_chunk")]
+        for caps, kind in cases:
             agent = _agent(checker, state_dir, tmp_path, [[{"text": "still here"}]])
             async with agent:
                 await agent.initialize(caps)
-                result = await agent.request("session/new", {"cwd": workspace, "mcpServers": [broken]})
+                result = await agent.request(
+                    "session/new", {"cwd": workspace, "mcpServers": [broken]}
+                )
                 sid = result["sessionId"]
                 assert (await agent.prompt(sid, "x"))["stopReason"] == "end_turn"
                 reported = json.dumps(agent.updates_of(sid, kind))
@@ -336,30 +416,42 @@ class TestMcp:
                 if kind == "agent_message_chunk":
                     assert agent.updates_of(sid, "notice") == []
 
-    async def test_mcp_prompt_as_slash_command(self, checker, state_dir, workspace, tmp_path) -> None:
+    async def test_mcp_prompt_as_slash_command(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
         async with FakeLLMServer() as server:
             server.enqueue(Reply([Text("hello Ada"), Usage(10, 2), Finish("stop")]))
-            agent = _agent(checker, state_dir, tmp_path, None, "", "--model", "openai:gpt-4.1",
-                           "--base-url", server.openai_url)
+            agent = _agent(checker, state_dir, tmp_path, None, MCP_START, "--model",
+                           "openai:gpt-4.1", "--base-url", server.openai_url)
             agent.env["OPENAI_API_KEY"] = "k"
             async with agent:
                 await agent.initialize()
-                result = await agent.request("session/new", {"cwd": workspace, "mcpServers": [_mcp("demo")]})
+                result = await agent.request(
+                    "session/new", {"cwd": workspace, "mcpServers": [_mcp("demo")]})
                 sid = result["sessionId"]
                 await agent.wait_for(lambda: any(
-                    "mcp:demo:greet" in json.dumps(u) for u in agent.updates_of(sid, "available_commands_update")),
-                    timeout=20)
+                    "mcp:demo:greet" in json.dumps(u)
+                    for u in agent.updates_of(sid, "available_commands_update")))
                 assert (await agent.prompt(sid, "/mcp:demo:greet Ada"))["stopReason"] == "end_turn"
             assert "Please greet Ada warmly." in json.dumps(server.requests[0].body["messages"])
 
 
 class TestEditorFileSystem:
     async def test_reads_and_writes_go_through_the_editor_when_advertised(
-        self, checker, state_dir, workspace, tmp_path
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
     ) -> None:
-        script = [[{"tool_call": {"name": "read_file", "arguments": {"path": "hello.txt"}}}],
-                  [{"tool_call": {"name": "write_file", "arguments": {"path": "out.txt", "content": "new"}}}],
-                  [{"text": "done"}]]
+        script = [
+            [{"tool_call": {"name": "read_file", "arguments": {"path": "hello.txt"}}}],
+            [
+                {
+                    "tool_call": {
+                        "name": "write_file",
+                        "arguments": {"path": "out.txt", "content": "new"},
+                    }
+                }
+            ],
+            [{"text": "done"}],
+        ]
         agent = _agent(checker, state_dir, tmp_path, script, "", "--mode", "bypass")
         buffers = {os.path.join(workspace, "hello.txt"): "unsaved editor text\n"}
         written: dict[str, str] = {}
@@ -369,40 +461,42 @@ class TestEditorFileSystem:
             return {"content": buffers[p["path"]]}
 
         agent.handlers["fs/read_text_file"] = read
-        agent.handlers["fs/write_text_file"] = lambda p: written.update({p["path"]: p["content"]}) or {}
+        agent.handlers["fs/write_text_file"] = lambda p: (
+            written.update({p["path"]: p["content"]}) or {}
+        )
         async with agent:
             await agent.initialize({"fs": {"readTextFile": True, "writeTextFile": True}})
             sid = await agent.new_session(workspace)
             await agent.prompt(sid, "go")
-            results = [u for u in agent.updates_of(sid, "tool_call_update") if u.get("status") == "completed"]
+            results = [
+                u
+                for u in agent.updates_of(sid, "tool_call_update")
+                if u.get("status") == "completed"
+            ]
             assert "unsaved editor text" in json.dumps(results[0])
             assert written == {os.path.join(workspace, "out.txt"): "new"}
             assert not (Path(workspace) / "out.txt").exists()  # the editor owns the write
 
-    async def test_no_editor_calls_without_the_capabilities(self, checker, state_dir, workspace, tmp_path) -> None:
+    async def test_no_editor_calls_without_the_capabilities(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
         script = [[{"tool_call": {"name": "read_file", "arguments": {"path": "hello.txt"}}},
                    {"tool_call": {"name": "run_command", "arguments": {"command": "echo local"}}}],
                   [{"text": "done"}]]
         agent = _agent(checker, state_dir, tmp_path, script, "", "--mode", "bypass")
         async with agent:
-            await agent.initialize({"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False})
+            await agent.initialize(
+                {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
+            )
             sid = await agent.new_session(workspace)
             await agent.prompt(sid, "go")
             assert agent.client_requests == []
             assert "local" in json.dumps(agent.updates_of(sid, "tool_call_update"))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 class TestRememberedPermissions:
     async def test_always_allow_is_scoped_and_survives_a_restart(
-        self, checker, state_dir, workspace, tmp_path
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
     ) -> None:
         echo = {"tool_call": {"name": "run_command", "arguments": {"command": "echo one"}}}
         echo_again = {"tool_call": {"name": "run_command", "arguments": {"command": "echo  one"}}}
@@ -423,13 +517,15 @@ class TestRememberedPermissions:
         for root, _, files in os.walk(state_dir):
             modes[root] = stat.S_IMODE(os.stat(root).st_mode)
             for name in files:
-                modes[os.path.join(root, name)] = stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode)
+                path = os.path.join(root, name)
+                modes[path] = stat.S_IMODE(os.stat(path).st_mode)
         assert len(modes) >= 6 and all(
             mode == (0o700 if os.path.isdir(path) else 0o600) for path, mode in modes.items()
         ), modes
         # a new process, a new session in the same project: `echo one` no longer asks, but
         # the answer covers exactly that command: `echo two` asks
-        again = _agent(checker, state_dir, tmp_path, [[echo_again], [{"text": "ok"}], [echo2], [{"text": "ok"}]])
+        again = _agent(checker, state_dir, tmp_path,
+                       [[echo_again], [{"text": "ok"}], [echo2], [{"text": "ok"}]])
         again.handlers["session/request_permission"] = select_kind("reject_once")
         async with again:
             await again.initialize()
@@ -482,7 +578,10 @@ class EditorTerminals:
         self.calls.append("output")
         tid = p["terminalId"]
         proc = self.procs[tid]
-        result: dict[str, Any] = {"output": self.buffers[tid].decode(errors="replace"), "truncated": False}
+        result: dict[str, Any] = {
+            "output": self.buffers[tid].decode(errors="replace"),
+            "truncated": False,
+        }
         if proc.returncode is not None:
             result["exitStatus"] = {"exitCode": proc.returncode}
         return result
@@ -503,10 +602,8 @@ class EditorTerminals:
         """Like an editor: the whole process group (the shell and what it started)."""
         import signal
 
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.procs[tid].pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
     async def release(self, p: dict[str, Any]) -> dict[str, Any]:
         self.calls.append("release")
@@ -515,9 +612,20 @@ class EditorTerminals:
 
 
 class TestEditorTerminal:
-    async def test_commands_run_in_the_editors_terminal(self, checker, state_dir, workspace, tmp_path) -> None:
-        script = [[{"tool_call": {"name": "run_command", "arguments": {"command": "echo in-the-editor"}}}],
-                  [{"text": "done"}]]
+    async def test_commands_run_in_the_editors_terminal(
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
+    ) -> None:
+        script = [
+            [
+                {
+                    "tool_call": {
+                        "name": "run_command",
+                        "arguments": {"command": "echo in-the-editor"},
+                    }
+                }
+            ],
+            [{"text": "done"}],
+        ]
         agent = _agent(checker, state_dir, tmp_path, script, "", "--mode", "bypass")
         terminals = EditorTerminals()
         terminals.install(agent)
@@ -531,7 +639,7 @@ class TestEditorTerminal:
             assert agent.updates_of(sid, "tool_call_update")[-1]["status"] == "completed"
 
     async def test_cancel_kills_and_releases_the_editors_terminal(
-        self, checker, state_dir, workspace, tmp_path
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
     ) -> None:
         script = [[{"tool_call": {"name": "run_command", "arguments": {"command": "sleep 60"}}}],
                   [{"text": "next"}]]
@@ -543,19 +651,19 @@ class TestEditorTerminal:
             sid = await agent.new_session(workspace)
             task = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [
                 {"type": "text", "text": "go"}]})
-            await agent.wait_for(lambda: "create" in terminals.calls)
-            await asyncio.sleep(0.2)
+            await agent.wait_for(lambda: any(r["method"] == "terminal/wait_for_exit"
+                                             for r in agent.client_requests))
             await agent.notify("session/cancel", {"sessionId": sid})
             assert (await task)["result"]["stopReason"] == "cancelled"
             await agent.wait_for(lambda: "release" in terminals.calls)
             assert "kill" in terminals.calls
-            assert await asyncio.wait_for(terminals.readers["term_1"], 5) is None  # output closed
-            assert not _alive(terminals.procs["term_1"].pid)
+            await asyncio.wait_for(terminals.readers["term_1"], WAIT)  # its output closed
+            await gone(terminals.procs["term_1"].pid)
 
 
 class TestAuthentication:
     async def test_missing_key_is_auth_required_until_configured(
-        self, checker, state_dir, workspace, tmp_path
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
     ) -> None:
         agent = _agent(checker, state_dir, tmp_path, None, "", "--model", "openai:gpt-4.1")
         async with agent:
@@ -573,7 +681,10 @@ class TestAuthentication:
         keyed.env["OPENAI_API_KEY"] = "sk-test"
         async with keyed:
             init = await keyed.initialize()
-            assert await keyed.request("authenticate", {"methodId": init["authMethods"][0]["id"]}) == {}
+            assert (
+                await keyed.request("authenticate", {"methodId": init["authMethods"][0]["id"]})
+                == {}
+            )
             assert await keyed.new_session(workspace)
         local = _agent(checker, state_dir, tmp_path, None, "", "--model", "openai:qwen",
                        "--base-url", "http://127.0.0.1:9/v1")  # a local server needs no key
@@ -584,9 +695,11 @@ class TestAuthentication:
 
 class TestModelFallbackNotice:
     async def test_a_model_no_longer_configured_falls_back_with_a_notice(
-        self, checker, state_dir, workspace, tmp_path
+        self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
     ) -> None:
-        first = _agent(checker, state_dir, tmp_path, None, 'models = ["anthropic:claude-sonnet-4-5"]\n')
+        first = _agent(
+            checker, state_dir, tmp_path, None, 'models = ["anthropic:claude-sonnet-4-5"]\n'
+        )
         first.env["ANTHROPIC_API_KEY"] = "k"
         async with first:
             await first.initialize()
@@ -597,9 +710,14 @@ class TestModelFallbackNotice:
         second = _agent(checker, state_dir, tmp_path)
         async with second:
             await second.initialize({"session": {"notices": {}}})
-            result = await second.request("session/load", {"sessionId": sid, "cwd": workspace, "mcpServers": []})
+            result = await second.request(
+                "session/load", {"sessionId": sid, "cwd": workspace, "mcpServers": []}
+            )
             model = next(o for o in result["configOptions"] if o["id"] == "model")
             assert model["currentValue"] == "offline"
             await second.wait_for(lambda: bool(second.updates_of(sid, "notice")))
             (notice,) = second.updates_of(sid, "notice")
-            assert notice["title"] == "Model not available" and "claude-sonnet-4-5" in notice["description"]
+            assert (
+                notice["title"] == "Model not available"
+                and "claude-sonnet-4-5" in notice["description"]
+            )

@@ -1,8 +1,8 @@
 """The human mode (run/chat) on the project's own connection and typed wire messages.
 
-The renderer is fed typed updates decoded from the JSON the agent sends; the client is
-driven in-process against a fake agent on a second :class:`Connection`; the error and
-Ctrl-C paths run the real command.
+The views are fed typed updates decoded from the JSON the agent sends; the client is
+driven in-process against a fake agent on a second :class:`Connection`, its keyboard a
+pipe or a pseudo-terminal. tests/test_terminal.py runs the real command in a terminal.
 """
 
 from __future__ import annotations
@@ -11,23 +11,24 @@ import asyncio
 import io
 import json
 import os
-import signal
-import subprocess
 import sys
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 import pytest
+from rich.console import Console
 
 from acp_agent.errors import RemoteError
-from acp_agent.human import HumanClient, Keyboard, Renderer, Spinner, block_text
+from acp_agent.human import HumanClient, Keyboard, Renderer, Session, block_text
+from acp_agent.human._render import JsonLines
+from acp_agent.human._rich import RichView, complete_blocks
+from acp_agent.human.checks import Options
+from acp_agent.human.client import Policy
+from acp_agent.human.keyboard import Interrupted
 from acp_agent.protocol import types as t
 from acp_agent.rpc.connection import Connection, ConnectionClosed, Route
 from acp_agent.rpc.framing import LineReader, MemoryPipe, open_child
-
-from .harness import agent_env
 
 # --------------------------------------------------------------------------- renderer
 
@@ -122,58 +123,136 @@ def test_other_content_blocks_are_named() -> None:
     assert block_text(resource) == "[resource]"
 
 
-# --------------------------------------------------------------------------- spinner
+def test_a_command_that_exits_non_zero_is_a_failure() -> None:
+    def done(call_id: str, raw: dict[str, Any]) -> dict[str, Any]:
+        return {"sessionUpdate": "tool_call", "toolCallId": call_id, "title": f"Run {call_id}",
+                "kind": "execute", "status": "completed", "rawOutput": raw}
+
+    out = render(done("ok", {"exitCode": 0}), done("two", {"exitCode": 2}),
+                 done("killed", {"exitCode": None, "signal": "SIGKILL"}))
+    assert out == "✓ Run ok\n✗ Run two (exit 2)\n✗ Run killed (killed by SIGKILL)\n"
 
 
-class FakeTTY(io.StringIO):
-    def isatty(self) -> bool:
-        return True
+def test_the_footer_shows_the_context_only_when_measured_during_the_turn() -> None:
+    r = Renderer(io.StringIO())
+    usage = t.UsageUpdate(used=1608, size=128000, cost=t.Cost(amount=0.5, currency="USD"))
+    r.begin_turn()
+    r.update(usage)
+    r.finish(t.PromptResponse(stop_reason="end_turn"))
+    r.begin_turn()  # cancelled before the model answered: no new figure, no stale one
+    r.finish(t.PromptResponse(stop_reason="cancelled"))
+    assert r.out.getvalue().splitlines() == [  # type: ignore[attr-defined]
+        "— stop: end_turn · context: 1,608/128,000 · cost: 0.5000 USD",
+        "— stop: cancelled · cost: 0.5000 USD",
+    ]
 
 
-async def test_the_spinner_draws_only_at_line_start_and_never_while_held() -> None:
-    err = FakeTTY()
-    at_start = True
-    spinner = Spinner(err, lambda: at_start)
-    spinner.start()
-    await asyncio.sleep(0.15)
-    assert "working…" in err.getvalue() and spinner.shown
-    with spinner.held():
-        assert err.getvalue().endswith("\r\x1b[K") and not spinner.shown
-        mark = len(err.getvalue())
-        await asyncio.sleep(0.35)
-        assert len(err.getvalue()) == mark
-    at_start = False  # streamed text: no spinner over it
-    await asyncio.sleep(0.25)
-    assert len(err.getvalue()) == mark
-    at_start = True
-    await asyncio.sleep(0.15)
-    assert "working…" in err.getvalue()[mark:]
-    spinner.stop()
-    assert err.getvalue().endswith("\r\x1b[K")
+def test_json_lines_carry_the_updates_then_the_result() -> None:
+    out = io.StringIO()
+    view = JsonLines(out)
+    view.session_id = "s1"
+    view.update(t.AgentMessageChunk(content=t.TextContent(text="Hi")))
+    view.finish(t.PromptResponse(stop_reason="end_turn"))
+    assert [json.loads(line) for line in out.getvalue().splitlines()] == [
+        {"sessionId": "s1", "update": {"sessionUpdate": "agent_message_chunk",
+                                       "content": {"type": "text", "text": "Hi"}}},
+        {"result": {"stopReason": "end_turn"}},
+    ]
 
 
-def test_no_spinner_when_stderr_is_not_a_terminal() -> None:
-    spinner = Spinner(io.StringIO(), lambda: True)
-    spinner.start()  # no running loop needed: nothing is started
-    assert spinner._task is None
+@pytest.mark.parametrize(("text", "whole"), [
+    ("one line", ""),
+    ("para one\n\npara tw", "para one\n\n"),
+    ("a\n\n```py\nx = 1\n\ny = 2\n", "a\n\n"),  # no cut inside a code block
+    ("```py\nx = 1\n```\nafter", "```py\nx = 1\n```\n"),
+    ("````\n```\n````\n", "````\n```\n````\n"),  # a longer fence closes only itself
+    ("~~~\na\n\n~~~\n\nb", "~~~\na\n\n~~~\n\n"),
+])
+def test_streamed_markdown_is_printed_a_whole_block_at_a_time(text: str, whole: str) -> None:
+    assert text[:complete_blocks(text)] == whole
+
+
+async def test_the_rich_view_renders_markdown_diffs_and_a_failed_command() -> None:
+    console = Console(file=io.StringIO(), width=70, color_system=None)
+    view = RichView(console)
+    view.begin_turn()
+    for piece in ("Some **bold** ", "words.\n\n```python\nprint(1)\n", "```\n\nDone."):
+        view.update(t.AgentMessageChunk(content=t.TextContent(text=piece)))
+    view.update(t.Plan(entries=[t.PlanEntry(content="look", priority="high",
+                                            status="completed")]))
+    view.update(t.ToolCall(tool_call_id="e", title="Edit a.py", kind="edit", status="completed",
+                           content=[t.Diff(path="a.py", old_text="x\n", new_text="y\n")]))
+    view.update(t.ToolCall(tool_call_id="p", title="Update plan", kind="think",
+                           status="completed"))
+    view.update(t.ToolCall(tool_call_id="c", title="Run `false`", kind="execute",
+                           status="completed", raw_output={"exitCode": 2},
+                           content=[t.Content(content=t.TextContent(
+                               text="```\noops\n```\nExit code: 2"))]))
+    view.finish(t.PromptResponse(stop_reason="end_turn"))
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    lines = [line.rstrip() for line in out.splitlines()]
+    assert "Some bold words." in lines and "**" not in out and "```" not in out
+    assert "print(1)" in out and "Done." in lines
+    assert "✓ Edit a.py" in lines and "  -x" in lines and "  +y" in lines
+    assert "Update plan" not in out  # a plan is shown as the plan
+    assert "✗ Run `false`  exit 2" in lines and "  oops" in lines and "  Exit code: 2" in lines
+    assert lines[-3:] == ["Plan", " ✔ look", "— stop: end_turn"]
+
+
+@pytest.mark.parametrize(("raw", "shown"), [
+    ({"path": "a.py", "old_string": "x = 1\n", "new_string": "x = 2\n"},
+     ["  @@ -1 +1 @@", "  -x = 1", "  +x = 2"]),
+    ({"path": "a.py", "content": "print(1)\n"}, ["  print(1)"]),
+    ({"command": "ls -l"}, ["  $ ls -l"]),
+    ({"command": "ls"}, []),  # the title says it already
+])
+def test_a_question_shows_what_it_is_about(raw: dict[str, Any], shown: list[str]) -> None:
+    console = Console(file=io.StringIO(), width=70, color_system=None)
+    req = t.RequestPermissionRequest(session_id="s", options=[], tool_call=t.ToolCallUpdate(
+        tool_call_id="c", title="Do `ls`", raw_input=raw))
+    RichView(console).question(req, "[a]llow once")
+    lines = [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
+    assert lines == ["? Allow Do `ls`?", *shown, "  [a]llow once:"]
 
 
 # --------------------------------------------------------------------------- client
 
 
-class Stdin(io.StringIO):
-    """A keyboard: ``readline`` (in Keyboard's thread) calls ``typed`` for each line."""
+class Typist:
+    """A keyboard on a pipe (or, with ``tty``, a pseudo-terminal): ``type`` writes lines."""
 
-    def __init__(self, typed: Callable[[], str], tty: bool = True) -> None:
-        super().__init__()
-        self.typed = typed
-        self.tty = tty
+    def __init__(self, tty: bool = False) -> None:
+        if tty:
+            self.master, slave = os.openpty()
+            self.stream = open(slave, closefd=True)  # noqa: SIM115
+            self.write_fd = self.master
+        else:
+            read, self.write_fd = os.pipe()
+            self.stream = open(read, closefd=True)  # noqa: SIM115
+        self.keyboard = Keyboard(self.stream)
 
-    def isatty(self) -> bool:
-        return self.tty
+    def type(self, text: str) -> None:
+        os.write(self.write_fd, text.encode())
 
-    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
-        return self.typed()
+    def close(self) -> None:
+        self.keyboard.close()
+        os.close(self.write_fd)
+        self.stream.close()
+
+
+class Notes(Renderer):
+    """The plain view, with the front end's own lines kept in order."""
+
+    def __init__(self) -> None:
+        super().__init__(io.StringIO(), io.StringIO())
+        self.notes: list[str] = []
+        self.questions: list[str] = []
+
+    def note(self, text: str, level: str = "info") -> None:
+        self.notes.append(text)
+
+    def question(self, req: t.RequestPermissionRequest, choices: str) -> None:
+        self.questions.append(f"{req.tool_call.title}? {choices}")
 
 
 Turn = Callable[[Connection, t.PromptRequest], Awaitable[t.PromptResponse]]
@@ -182,12 +261,20 @@ Turn = Callable[[Connection, t.PromptRequest], Awaitable[t.PromptResponse]]
 class Pair:
     """A HumanClient and a fake agent, connected in memory."""
 
-    def __init__(self, turn: Turn, *, yes: bool = False, stdin: Stdin | None = None) -> None:
+    def __init__(self, turn: Turn, *, policy: Policy = "ask", typist: Typist | None = None) -> None:
         to_agent, to_client = LineReader(), LineReader()
-        self.out, self.err = io.StringIO(), FakeTTY()
-        self.client = HumanClient(
-            to_client, MemoryPipe(to_agent), Renderer(self.out), yes=yes,
-            keyboard=Keyboard(stdin or Stdin(lambda: "", tty=False)), err=self.err)
+        self.view = Notes()
+        self.out = self.view.out
+        assert isinstance(self.out, io.StringIO)
+        self.typist = typist or Typist()
+        self.client = HumanClient(to_client, MemoryPipe(to_agent), self.view, policy=policy,
+                                  keyboard=self.typist.keyboard)
+        self.asked_to_cancel = 0
+
+        def on_ask_cancel() -> None:
+            self.asked_to_cancel += 1
+
+        self.client.on_ask_cancel = on_ask_cancel
         self.agent_writer = MemoryPipe(to_client)
         self.agent = Connection(to_agent, self.agent_writer)
         self.cancelled = asyncio.Event()
@@ -197,7 +284,9 @@ class Pair:
                 protocol_version=1, auth_methods=[t.AuthMethodAgent(id="x", name="X")])
 
         async def new(req: t.NewSessionRequest) -> t.NewSessionResponse:
-            return t.NewSessionResponse(session_id="s1")
+            modes = t.SessionModeState(current_mode_id="ask", available_modes=[
+                t.SessionMode(id="ask", name="Ask"), t.SessionMode(id="plan", name="Plan")])
+            return t.NewSessionResponse(session_id="s1", modes=modes)
 
         async def cancel(_: t.CancelNotification) -> None:
             self.cancelled.set()
@@ -222,11 +311,17 @@ class Pair:
     async def close(self) -> None:
         await asyncio.wait_for(self.client.close(), 5)
         await self.serving
+        self.typist.close()
 
 
-def ask(conn: Connection, title: str = "Run `ls`") -> Awaitable[t.RequestPermissionResponse]:
-    options = [t.PermissionOption(option_id=k, name=k, kind=k)
-               for k in ("allow_once", "allow_always", "reject_once", "reject_always")]
+ALL_KINDS: tuple[t.PermissionOptionKind, ...] = (
+    "allow_once", "allow_always", "reject_once", "reject_always")
+
+
+def ask(conn: Connection, title: str = "Run `ls`",
+        kinds: tuple[t.PermissionOptionKind, ...] = ALL_KINDS,
+        ) -> Awaitable[t.RequestPermissionResponse]:
+    options = [t.PermissionOption(option_id=k, name=k, kind=k) for k in kinds]
     return conn.request(
         "session/request_permission",
         t.RequestPermissionRequest(session_id="s1", options=options,
@@ -256,61 +351,116 @@ async def test_a_turn_over_the_connection() -> None:
         return t.PromptResponse(stop_reason="end_turn", usage=t.Usage(
             total_tokens=3, input_tokens=2, output_tokens=1))
 
-    pair = Pair(turn, yes=True)
+    pair = Pair(turn, policy="allow_once")
     sid = await pair.session()
     result = await pair.client.prompt(sid, "hello")
     await pair.close()
     assert result.stop_reason == "end_turn"
     assert seen == [[t.TextContent(text="hello")], "allow_once", -32601]
+    assert isinstance(pair.out, io.StringIO)
     assert pair.out.getvalue() == "Hi\n— stop: end_turn · tokens: 2 in / 1 out\n"
 
 
-async def test_without_a_terminal_tool_calls_are_rejected() -> None:
+@pytest.mark.parametrize(("policy", "kinds", "answer"), [
+    ("allow_once", ("allow_once", "allow_always", "reject_once"), "allow_once"),
+    ("allow_always", ("allow_once", "allow_always", "reject_once"), "allow_always"),
+    ("allow_always", ("allow_once", "reject_once"), "allow_once"),  # "always" not offered
+    ("deny", ("allow_once", "allow_always", "reject_once", "reject_always"), "reject_once"),
+    ("deny", ("allow_once", "reject_always"), "reject_always"),
+    ("deny", ("allow_once",), "reject_once"),  # never a yes: an option not offered is a no
+])
+async def test_the_permission_policies(
+    policy: Policy, kinds: tuple[t.PermissionOptionKind, ...], answer: str
+) -> None:
+    answers: list[str] = []
+
+    async def turn(conn: Connection, req: t.PromptRequest) -> t.PromptResponse:
+        answers.append(chosen(await ask(conn, kinds=kinds)))
+        return t.PromptResponse(stop_reason="end_turn")
+
+    pair = Pair(turn, policy=policy)
+    await pair.client.prompt(await pair.session(), "go")
+    await pair.close()
+    assert answers == [answer] and pair.view.questions == []
+
+
+async def test_with_no_one_to_ask_the_agent_is_told_so() -> None:
+    """Not "the user rejected": an error the agent passes on to the model in words."""
+    errors: list[str] = []
+
+    async def turn(conn: Connection, req: t.PromptRequest) -> t.PromptResponse:
+        for _ in range(2):
+            with pytest.raises(RemoteError) as caught:
+                await ask(conn)
+            errors.append(caught.value.message)
+        return t.PromptResponse(stop_reason="end_turn")
+
+    pair = Pair(turn, policy="cannot_ask")
+    await pair.client.prompt(await pair.session(), "go")
+    await pair.close()
+    assert len(errors) == 2 and all("no terminal to ask on" in e for e in errors)
+    assert "--yes allows them" in errors[0]
+    assert pair.view.notes == [errors[0]]  # the person is told once
+
+
+async def test_a_question_is_answered_at_the_keyboard() -> None:
     answers: list[str] = []
 
     async def turn(conn: Connection, req: t.PromptRequest) -> t.PromptResponse:
         answers.append(chosen(await ask(conn)))
+        answers.append(chosen(await ask(conn, kinds=("allow_once", "reject_once"))))
         return t.PromptResponse(stop_reason="end_turn")
 
-    pair = Pair(turn)
+    typist = Typist()
+    typist.type("what?\nA\nx\nn\n")  # unknown answers ask again
+    pair = Pair(turn, typist=typist)
     await pair.client.prompt(await pair.session(), "go")
     await pair.close()
-    assert answers == ["reject_once"]
+    assert answers == ["allow_always", "reject_once"]
+    assert pair.view.questions == [
+        "Run `ls`? [a]llow once, [A]lways, [r]eject, [R]eject always (Ctrl-C: reject and cancel)",
+        "Run `ls`? [a]llow once, [A]lways, [r]eject, [R]eject always (Ctrl-C: reject and cancel)",
+        "Run `ls`? [a]llow once, [r]eject (Ctrl-C: reject and cancel)",
+        "Run `ls`? [a]llow once, [r]eject (Ctrl-C: reject and cancel)",
+    ]
 
 
-async def test_the_spinner_is_never_drawn_over_a_question() -> None:
-    answers: list[str] = []
-
-    def typed() -> str:  # the person takes their time, then answers "A"
-        threading.Event().wait(0.4)
-        pair.err.write("<answered>")
-        return "A\n"
+@pytest.mark.parametrize("how", ["ctrl-c", "ctrl-d"])
+async def test_ctrl_c_or_ctrl_d_at_a_question_rejects_and_cancels(how: str) -> None:
+    outcomes: list[Any] = []
+    asked = asyncio.Event()
 
     async def turn(conn: Connection, req: t.PromptRequest) -> t.PromptResponse:
-        await asyncio.sleep(0.25)  # the model works: the spinner spins
-        answers.append(chosen(await ask(conn)))
-        await asyncio.sleep(0.25)
-        return t.PromptResponse(stop_reason="end_turn")
+        asking = asyncio.ensure_future(ask(conn))
+        asked.set()
+        outcomes.append((await asking).outcome)
+        return t.PromptResponse(stop_reason="cancelled")
 
-    pair = Pair(turn, stdin=Stdin(typed))
-    await pair.client.prompt(await pair.session(), "go")
+    typist = Typist()
+    pair = Pair(turn, typist=typist)
+    prompting = asyncio.create_task(pair.client.prompt(await pair.session(), "go"))
+    await asked.wait()
+    while not typist.keyboard.reading:
+        await asyncio.sleep(0.01)
+    if how == "ctrl-c":
+        assert typist.keyboard.interrupt()
+    else:
+        os.close(typist.write_fd)
+        typist.write_fd = os.open(os.devnull, os.O_WRONLY)
+    assert (await asyncio.wait_for(prompting, 5)).stop_reason == "cancelled"
     await pair.close()
-    assert answers == ["allow_always"]
-    err = pair.err.getvalue()
-    before, question = err.split("\nAllow Run `ls`? ")
-    assert "working…" in before and before.endswith("\r\x1b[K")  # cleared before asking
-    asking, after = question.split("<answered>")
-    assert "working…" not in asking  # ...and not drawn until the answer was in
-    assert "working…" in after  # then the turn goes on, and so does the spinner
+    assert outcomes == [t.CancelledRequestPermissionOutcome()]
+    assert pair.asked_to_cancel == 1 and pair.client.eof == (how == "ctrl-d")
+    assert pair.view.notes[-1] == "rejected; cancelling the turn"
 
 
-async def test_a_withdrawn_question_keeps_the_typed_line_for_the_next_reader() -> None:
-    line = threading.Event()
+async def test_a_withdrawn_question_leaves_the_keyboard_to_the_next_reader() -> None:
     results: list[Any] = []
 
     async def turn(conn: Connection, req: t.PromptRequest) -> t.PromptResponse:
         asking = asyncio.ensure_future(ask(conn))
-        await asyncio.sleep(0.1)
+        while not typist.keyboard.reading:
+            await asyncio.sleep(0.01)
         asking.cancel()  # the turn was cancelled: $/cancel_request
         try:
             await asking
@@ -318,19 +468,17 @@ async def test_a_withdrawn_question_keeps_the_typed_line_for_the_next_reader() -
             results.append("withdrawn")
         return t.PromptResponse(stop_reason="cancelled")
 
-    def typed() -> str:
-        line.wait(5)
-        return "next prompt\n"
-
-    pair = Pair(turn, stdin=Stdin(typed))
+    typist = Typist()
+    pair = Pair(turn, typist=typist)
     result = await pair.client.prompt(await pair.session(), "go")
     assert result.stop_reason == "cancelled" and results == ["withdrawn"]
-    line.set()
-    assert await asyncio.wait_for(pair.client.keyboard.readline(), 5) == "next prompt\n"
+    assert "(the question was withdrawn)" in pair.view.notes
+    typist.type("next prompt\n")
+    assert await asyncio.wait_for(typist.keyboard.readline(), 5) == "next prompt\n"
     await pair.close()
 
 
-async def test_ctrl_c_sends_session_cancel() -> None:
+async def test_cancel_sends_session_cancel() -> None:
     async def turn(conn: Connection, req: t.PromptRequest) -> t.PromptResponse:
         await pair.cancelled.wait()
         return t.PromptResponse(stop_reason="cancelled")
@@ -338,10 +486,72 @@ async def test_ctrl_c_sends_session_cancel() -> None:
     pair = Pair(turn)
     sid = await pair.session()
     prompting = asyncio.create_task(pair.client.prompt(sid, "go"))
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0)
     pair.client.cancel_soon(sid)
     assert (await asyncio.wait_for(prompting, 5)).stop_reason == "cancelled"
     await pair.close()
+
+
+async def test_the_session_modes_are_known_and_follow_updates() -> None:
+    async def turn(conn: Connection, req: t.PromptRequest) -> t.PromptResponse:
+        await conn.notify("session/update", t.SessionNotification(
+            session_id="s1", update=t.CurrentModeUpdate(current_mode_id="plan")))
+        return t.PromptResponse(stop_reason="end_turn")
+
+    pair = Pair(turn)
+    await pair.client.prompt(await pair.session(), "/mode plan")
+    await pair.close()
+    assert pair.client.modes is not None
+    assert [m.id for m in pair.client.modes.available_modes] == ["ask", "plan"]
+    assert pair.client.modes.current_mode_id == "plan"
+
+
+# --------------------------------------------------------------------------- keyboard
+
+
+async def test_the_keyboard_reads_lines_from_a_pipe_then_the_end() -> None:
+    typist = Typist()
+    typist.type("one\ntw")
+    assert await asyncio.wait_for(typist.keyboard.readline(), 5) == "one\n"
+    typist.type("o\nlast")
+    assert await asyncio.wait_for(typist.keyboard.readline(), 5) == "two\n"
+    os.close(typist.write_fd)
+    typist.write_fd = os.open(os.devnull, os.O_WRONLY)
+    assert await asyncio.wait_for(typist.keyboard.readline(), 5) == "last"  # as a file reads
+    assert await asyncio.wait_for(typist.keyboard.readline(), 5) is None
+    assert await typist.keyboard.readline() is None  # and it stays ended
+    typist.close()
+
+
+async def test_on_a_terminal_typeahead_is_dropped_and_echo_is_off_between_reads() -> None:
+    import termios
+
+    typist = Typist(tty=True)
+    kb = typist.keyboard
+    fd = typist.stream.fileno()
+    kb.listen()
+    assert termios.tcgetattr(fd)[3] & termios.ECHO
+    typist.type("yes\n")
+    assert await asyncio.wait_for(kb.readline(), 5) == "yes\n"
+    assert not termios.tcgetattr(fd)[3] & termios.ECHO  # typing during a turn: not shown
+    typist.type("stray enter\n")  # typed while no question was on screen
+    while not kb._lines:  # read by the loop (kept until the next question starts)
+        await asyncio.sleep(0.01)
+    kb.listen()  # a question: what was typed before it is dropped
+    typist.type("meant\n")
+    assert await asyncio.wait_for(kb.readline(), 5) == "meant\n"
+    reading = asyncio.create_task(kb.readline())
+    while not kb.reading:
+        await asyncio.sleep(0.01)
+    assert kb.interrupt() and not kb.interrupt()
+    with pytest.raises(Interrupted):
+        await reading
+    kb.listen()
+    typist.type("\x04")  # Ctrl-D on an empty line
+    assert await asyncio.wait_for(kb.readline(), 5) is None
+    kb.close()
+    assert termios.tcgetattr(fd)[3] & termios.ECHO  # the terminal's modes are given back
+    typist.close()
 
 
 async def test_when_the_agent_goes_away_waiting_requests_fail() -> None:
@@ -399,39 +609,34 @@ async def test_open_child_wires_a_subprocess_pipes() -> None:
     assert await asyncio.wait_for(reader.readline(), 5) is None
 
 
-# --------------------------------------------------------------------------- the command
 
 
-def acp(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "acp_agent", *args], text=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=agent_env({"NO_COLOR": "1", **(env or {})}))
+# --------------------------------------------------------------------------- Ctrl-C
 
 
-def test_agent_errors_end_in_one_line(state_dir, workspace, tmp_path) -> None:
-    where = ("--state-dir", state_dir, "--cwd", workspace)
-    proc = acp("run", "hi", "--model", "openai:gpt-4.1", *where)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1
-    assert err == "acp-agent: Authentication required: set OPENAI_API_KEY for openai:gpt-4.1\n"
-    bad = tmp_path / "c.toml"
-    bad.write_text('[limits]\nmax-turn-requests = "many"\n')
-    proc = acp("run", "hi", "--config", str(bad), *where)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1
-    lines = err.splitlines()  # the agent's own complaint, then ours; no traceback
-    assert len(lines) == 2 and "limits.max-turn-requests" in lines[0]
-    assert lines[1] == "acp-agent: the agent exited"
+class CancelRecorder:
+    def __init__(self) -> None:
+        self.cancels: list[str] = []
+
+    def cancel_soon(self, session_id: str) -> None:
+        self.cancels.append(session_id)
 
 
-def test_ctrl_c_cancels_the_turn(state_dir, workspace, tmp_path) -> None:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([[{"text": "working on it "}, {"hang": True}]]))
-    proc = acp("run", "go", "--state-dir", state_dir, "--cwd", workspace,
-               env={"ACP_AGENT_OFFLINE_SCRIPT": str(script)})
-    assert proc.stdout is not None
-    first = proc.stdout.read(len("working on it "))
-    os.kill(proc.pid, signal.SIGINT)  # the human process only, not the agent's group
-    out, err = proc.communicate(timeout=30)
-    assert (first + out).startswith("working on it \n— stop: cancelled"), err
-    assert proc.returncode == 0
+async def test_ctrl_c_cancels_a_turn_and_a_second_one_quits() -> None:
+    options = Options(command="chat", prompt=None, cwd="/", policy="deny", save=True,
+                      json=False, debug=False, model="offline")
+    session = Session(options, [])
+    session.view = Notes()
+    recorder = CancelRecorder()
+    session.client = recorder  # type: ignore[assignment]  # a fake: only cancel_soon
+    session.sid, session.in_turn = "s1", True
+    main = asyncio.ensure_future(asyncio.Event().wait())
+    session._main = main
+    session.on_interrupt()
+    assert recorder.cancels == ["s1"] and session.cancelling and session.quit_status is None
+    notes = session.view.notes
+    assert notes == ["cancelling the turn… (Ctrl-C again quits)"]
+    session.on_interrupt()  # the cancel takes its time: a second Ctrl-C quits
+    assert recorder.cancels == ["s1"] and session.quit_status == 130
+    with pytest.raises(asyncio.CancelledError):
+        await main

@@ -32,7 +32,7 @@ def test_the_fixed_overhead_stays_small() -> None:
     """System prompt plus every tool's schema: well under 6 k tokens (~3.5 chars a token
     is a safe over-estimate for English and JSON)."""
     tools = json.dumps([{"name": s.name, "description": s.description, "parameters": s.parameters}
-                        for s in builtin_tools().specs()])  # fmt: skip
+                        for s in builtin_tools().specs()])
     assert (len(builtin()) + len(tools)) / 3.5 < 6_000
 
 
@@ -93,7 +93,7 @@ async def server() -> AsyncIterator[FakeLLMServer]:
 
 def openai_agent(checker: SchemaChecker, state_dir: str, server: FakeLLMServer) -> AgentProcess:
     return AgentProcess(checker, "--state-dir", state_dir, "--model", "openai:gpt-4.1",
-                        "--base-url", server.openai_url, env={"OPENAI_API_KEY": "k"})  # fmt: skip
+                        "--base-url", server.openai_url, env={"OPENAI_API_KEY": "k"})
 
 
 def system_of(server: FakeLLMServer, index: int = -1) -> str:
@@ -118,12 +118,12 @@ async def test_the_clients_system_prompt_append_override_and_errors(
             return {"type": "text", "text": text}
 
         appended = await agent.new_session(workspace, systemPrompt={
-            "mode": "append", "content": [block("Always answer in haiku.")]})  # fmt: skip
+            "mode": "append", "content": [block("Always answer in haiku.")]})
         await agent.prompt(appended, "hi")
         text = system_of(server)
         assert text.startswith(builtin()) and "Always answer in haiku." in text
         replaced = await agent.new_session(workspace, systemPrompt={
-            "mode": "override", "content": [block("You are a rubber duck.")]})  # fmt: skip
+            "mode": "override", "content": [block("You are a rubber duck.")]})
         await agent.prompt(replaced, "hi")
         text = system_of(server)
         assert text.startswith("You are a rubber duck.") and builtin() not in text
@@ -133,7 +133,7 @@ async def test_the_clients_system_prompt_append_override_and_errors(
             ({"mode": "append", "content": []}, "content"),
             ({"mode": "append", "content": [{"type": "image", "data": "AA==",
                                              "mimeType": "image/png"}]}, "content[0]"),
-        ):  # fmt: skip
+        ):
             response = await agent.request_raw(
                 "session/new", {"cwd": workspace, "mcpServers": [], "systemPrompt": bad})
             assert response["error"]["code"] == -32602
@@ -142,7 +142,7 @@ async def test_the_clients_system_prompt_append_override_and_errors(
     async with openai_agent(checker, state_dir, server) as again:
         await again.initialize()
         await again.request("session/load", {"sessionId": appended, "cwd": workspace,
-                                             "mcpServers": []})  # fmt: skip
+                                             "mcpServers": []})
         await again.prompt(appended, "again")
         assert "Always answer in haiku." in system_of(server)
 
@@ -153,7 +153,7 @@ async def test_plan_mode_offers_reading_and_mode_changes_reach_the_model(
     server.enqueue(
         Reply([Text("ok"), Finish("stop")]),
         Reply([ToolCall("c1", "write_file", json.dumps({"path": "x", "content": "x"})),
-               Finish("tool_calls")]),  # fmt: skip
+               Finish("tool_calls")]),
         Reply([Text("refused, fine"), Finish("stop")]),
         Reply([Text("back"), Finish("stop")]),
     )

@@ -8,14 +8,24 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from acp_agent import log, records
+from acp_agent.protocol import UNSET
 from acp_agent.protocol import types as t
-from acp_agent.records import Header, Prompt, Record, TurnEnd, Update, encode, parse
-from acp_agent.replay import Uses, scan, transcript, transcript_batches
+from acp_agent.records import ChildUpdate, Header, Prompt, Record, TurnEnd, Update, encode, parse
+from acp_agent.replay import scan
 from acp_agent.store import Store
+from acp_agent.transcript import (
+    Pair,
+    Uses,
+    load_batches,
+    transcript,
+    transcript_batches,
+    transcripts,
+)
 
 from .test_session_store import build_session, header
 
@@ -26,7 +36,7 @@ def random_log(rng: random.Random, length: int) -> list[Record]:
     ids = [f"call_{i}" for i in range(6)]
     compactions = ["k1", "k2"]
     for n in range(length):
-        kind = rng.randrange(14)
+        kind = rng.randrange(18)
         at = f"2025-01-01T00:00:{n:02d}.000Z"
         if kind == 0:
             blocks: list[t.ContentBlock] = [t.TextContent(text=f"q{n}")]
@@ -38,23 +48,23 @@ def random_log(rng: random.Random, length: int) -> list[Record]:
             mid = rng.choice(["m1", "m2", "m3"])
             out.append(Update(update=cls(content=t.TextContent(text=f"w{n} "), message_id=mid)))
         elif kind == 5:
-            status = rng.choice(["pending", "in_progress"])
-            call = t.ToolCall(tool_call_id=rng.choice(ids), title=f"T{n}", status=status)
+            started = rng.choice(STARTED)
+            call = t.ToolCall(tool_call_id=rng.choice(ids), title=f"T{n}", status=started)
             out.append(Update(update=call))
         elif kind in (6, 7):
-            status = rng.choice(["in_progress", "completed", "failed"])
+            status = rng.choice(STATUSES)
             content: list[t.ToolCallContent] = [t.Terminal(terminal_id="term")]
             if rng.random() < 0.5:
                 content = [t.Content(content=t.TextContent(text=f"out{n}"))]
             update = t.ToolCallUpdateSessionUpdate(
                 tool_call_id=rng.choice(ids), status=status, content=content,
-                raw_output={"output": f"o{n}"} if rng.random() < 0.5 else t.UNSET,
+                raw_output={"output": f"o{n}"} if rng.random() < 0.5 else UNSET,
             )  # fmt: skip
             out.append(Update(update=update))
         elif kind == 8:
-            status = rng.choice(["in_progress", "completed"])
-            update = t.CompactionUpdate(compaction_id=rng.choice(compactions), status=status)
-            out.append(Update(update=update))
+            progress = rng.choice(PROGRESS)
+            compaction = t.CompactionUpdate(compaction_id=rng.choice(compactions), status=progress)
+            out.append(Update(update=compaction))
         elif kind == 9:
             chunk = t.CompactionSummaryChunk(
                 compaction_id=rng.choice(compactions), content=t.TextContent(text=f"s{n}")
@@ -66,21 +76,43 @@ def random_log(rng: random.Random, length: int) -> list[Record]:
             out.append(Update(update=t.UsageUpdate(used=n, size=100)))
         elif kind == 12:
             out.append(Update(update=t.Plan(entries=[])))
-        else:
+        elif kind == 13:
             out.append(Update(update=t.Notice(severity="info", title="n")))
+        elif kind == 14:  # a session-directed message, upserted or streamed
+            mid = rng.choice(["sm1", "sm2"])
+            if rng.random() < 0.5:
+                message = t.SessionMessage(message_id=mid, sender_session_id=f"s{n}")
+                out.append(Update(update=message))
+            else:
+                piece = t.SessionMessageChunk(message_id=mid, content=t.TextContent(text=f"c{n}"))
+                out.append(Update(update=piece))
+        elif kind == 15:  # a subagent announced (some twice, some never)
+            out.append(Update(update=t.SubagentUpdate(session_id=rng.choice(CHILDREN))))
+        else:  # a subagent's own traffic, kept in this log
+            said = t.AgentMessageChunk(content=t.TextContent(text=f"k{n}"), message_id=f"k{n}")
+            out.append(ChildUpdate(session_id=rng.choice(CHILDREN), update=said))
     return out
+
+
+CHILDREN = ["child_a", "child_b", "child_c"]
+STARTED: list[Literal["pending", "in_progress"]] = ["pending", "in_progress"]
+STATUSES: list[Literal["in_progress", "completed", "failed"]] = [
+    "in_progress",
+    "completed",
+    "failed",
+]
+PROGRESS: list[Literal["in_progress", "completed"]] = ["in_progress", "completed"]
 
 
 def streamed(
     records_: list[Record], batch: int, live: bool, caps: t.ClientCapabilities
-) -> list[list[t.SessionUpdate]]:
-    from acp_agent.replay import draft_allowed
-
+) -> list[list[Pair]]:
     uses = Uses()
     for _ in uses.tap(records_):
         pass
-    allow = lambda u: draft_allowed(u, caps)  # noqa: E731
-    return list(transcript_batches(records_, allow, live=live, uses=uses, batch=batch))
+    return list(
+        load_batches("sess", records_, caps, uses.children, live=live, uses=uses, batch=batch)
+    )
 
 
 CAPS = [
@@ -88,31 +120,36 @@ CAPS = [
     t.ClientCapabilities(
         plan=t.PlanCapabilities(),
         session=t.ClientSessionCapabilities(compaction=t.CompactionCapabilities()),
+        subagents=t.SubagentCapabilities(),
     ),
 ]
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_batches_joined_are_the_transcript(seed: int) -> None:
-    from acp_agent.replay import draft_allowed
-
     rng = random.Random(seed)
     log_ = random_log(rng, rng.randrange(5, 300))
     for caps in CAPS:
         for live in (False, True):
-            whole = transcript(log_, lambda u, c=caps: draft_allowed(u, c), live=live)
+            whole = transcripts("sess", log_, caps, live=live)
             for batch in (0, 1, 7):
                 batches = streamed(log_, batch, live, caps)
                 assert [u for b in batches for u in b] == whole, (seed, batch, live)
 
 
 def test_random_logs_do_stream() -> None:
-    """Not vacuous: updates leave before the end in most of those logs."""
+    """Not vacuous: updates leave before the end in most of those logs, children's and
+    session-directed messages included."""
     counts = []
+    kinds: set[str] = set()
     for seed in range(40):
         rng = random.Random(seed)
-        counts.append(len(streamed(random_log(rng, rng.randrange(5, 300)), 0, False, CAPS[1])))
+        batches = streamed(random_log(rng, rng.randrange(5, 300)), 0, False, CAPS[1])
+        counts.append(len(batches))
+        for b in batches[:-1]:
+            kinds.update(f"{sid == 'sess'}:{type(u).__name__}" for sid, u in b)
     assert sum(counts) > 2 * len(counts)
+    assert {"False:AgentMessageChunk", "True:SessionMessage", "True:SubagentUpdate"} <= kinds
 
 
 def test_a_long_session_is_replayed_as_it_is_read(state_dir: str) -> None:

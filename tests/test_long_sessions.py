@@ -52,30 +52,30 @@ def summaries(req: RecordedRequest) -> Response | None:
     """Every summary request gets a summary; the rest comes from the queue."""
     if SUMMARY_ASK in last_user_text(req):
         return Reply([Text("## Summary\n- Read files f0 onwards; keep going."), Usage(100, 20),
-                      Finish("stop")])  # fmt: skip
+                      Finish("stop")])
     return None
 
 
 def agent_for(checker: SchemaChecker, state_dir: str, tmp_path: Path, server: FakeLLMServer,
-              vendor: str, window: int | None) -> AgentProcess:  # fmt: skip
+              vendor: str, window: int | None) -> AgentProcess:
     model = MODELS[vendor]
     config = tmp_path / "config.toml"
     lines = ["[limits]", "max-turn-requests = 200", "first-event-timeout = 60"]
     if window is not None:
         name = model.split(":", 1)[1]
         lines += [f'[model-overrides."{name}"]', f"context-window = {window}",
-                  "max-output-tokens = 2000"]  # fmt: skip
+                  "max-output-tokens = 2000"]
     config.write_text("\n".join(lines) + "\n")
     url = server.openai_url if vendor == "openai" else server.url
     key = "OPENAI_API_KEY" if vendor == "openai" else "ANTHROPIC_API_KEY"
     return AgentProcess(checker, "--state-dir", state_dir, "--model", model, "--base-url", url,
-                        "--config", str(config), env={key: "k"})  # fmt: skip
+                        "--config", str(config), env={key: "k"})
 
 
 def reads(n: int) -> list[Reply]:
     return [
         Reply([ToolCall(f"call_{i}", "read_file", json.dumps({"path": f"f{i}.txt"})),
-               Usage(1000, 10), Finish("tool_calls")])  # fmt: skip
+               Usage(1000, 10), Finish("tool_calls")])
         for i in range(n)
     ]
 
@@ -91,7 +91,7 @@ def files(workspace: str, n: int, size: int) -> None:
 async def test_sixty_calls_cross_the_window_twice_and_end_well(
     checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path,
     server: FakeLLMServer, vendor: str,
-) -> None:  # fmt: skip
+) -> None:
     window = 12_000
     files(workspace, 60, 6_000)  # ~1,500 tokens a read: ~90 k tokens read, 7.5 windows
     server.window = window
@@ -110,7 +110,7 @@ async def test_sixty_calls_cross_the_window_twice_and_end_well(
         compactions = agent.updates_of(sid, "compaction_update")
         assert [c["status"] for c in compactions if c["status"] != "in_progress"]
         assert all(c["status"] == "completed" for c in compactions
-                   if c["status"] not in ("in_progress",))  # fmt: skip
+                   if c["status"] not in ("in_progress",))
         final = server.requests[-1].body["messages"]
         assert "Read f0.txt to f59.txt" in json.dumps(final)  # the task survived compaction
     async with agent_for(checker, state_dir, tmp_path, server, vendor, window) as again:
@@ -124,7 +124,7 @@ async def test_sixty_calls_cross_the_window_twice_and_end_well(
 async def test_a_smaller_window_than_believed_is_recovered_from(
     checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path,
     server: FakeLLMServer, vendor: str,
-) -> None:  # fmt: skip
+) -> None:
     files(workspace, 12, 8_000)
     server.window = 12_000  # the agent believes the table's 1 M / 200 k
     server.responder = summaries
@@ -143,13 +143,13 @@ async def test_a_smaller_window_than_believed_is_recovered_from(
 async def test_what_can_never_fit_is_a_clear_error(
     checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path,
     server: FakeLLMServer, vendor: str,
-) -> None:  # fmt: skip
+) -> None:
     server.window = 2_000
     async with agent_for(checker, state_dir, tmp_path, server, vendor, None) as agent:
         await agent.initialize()
         sid = await agent.new_session(workspace)
         response = await agent.request_raw("session/prompt", {
-            "sessionId": sid, "prompt": [{"type": "text", "text": "x " * 20_000}]})  # fmt: skip
+            "sessionId": sid, "prompt": [{"type": "text", "text": "x " * 20_000}]})
         error: dict[str, Any] = response["error"]
         assert error["code"] == -32603
         assert "context window" in error["message"] and "new session" in error["message"]

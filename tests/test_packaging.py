@@ -42,14 +42,19 @@ from acp_agent import __version__
 from acp_agent.cli import build_parser
 
 from .harness import ROOT, AgentProcess
+from .limits import limit
 from .schema_check import SchemaChecker
+
+# One worker builds the wheelhouse, the wheel and the venv (module fixtures) for all.
+pytestmark = pytest.mark.xdist_group("packaging")
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 DIST = canonicalize_name(PROJECT["name"])
 SUBPACKAGES = ("protocol", "rpc", "providers", "tools", "mcp")
 # Never needed at run time. (jsonschema is a dev dependency too, but `mcp` needs it at run
 # time; the closure check below covers it: nothing is installed that the runtime does not need.)
-DEV_ONLY = {"pytest", "pytest-asyncio", "pytest-timeout", "mypy", "ruff", "agent-client-protocol"}
+DEV_ONLY = {"pytest", "pytest-asyncio", "pytest-timeout", "pytest-xdist", "coverage", "mypy",
+            "types-jsonschema", "ruff", "agent-client-protocol"}
 NOT_SOURCE = shutil.ignore_patterns(
     ".git", ".venv", "node_modules", "__pycache__", "*.pyc", ".*_cache", "*.egg-info", "build",
     "dist",
@@ -60,8 +65,10 @@ NOT_SOURCE = shutil.ignore_patterns(
 
 
 def pip_env() -> dict[str, str]:
-    """No pip configuration (index URLs, find-links, constraints), no cache, no prompts."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "PYTHONPATH"}
+    """No pip configuration (index URLs, find-links, constraints), no cache, no prompts;
+    and no coverage measurement of pip (it runs none of the checkout's code)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PIP_", "COVERAGE_")) and k != "PYTHONPATH"}
     env |= {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PIP_NO_CACHE_DIR": "1",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     return env
@@ -70,7 +77,7 @@ def pip_env() -> dict[str, str]:
 def pip(*args: str, cwd: Path | None = None) -> None:
     cmd = [sys.executable, "-m", "pip", *args]
     result = subprocess.run(cmd, cwd=cwd, env=pip_env(), capture_output=True, text=True,
-                            timeout=300)
+                            timeout=limit(300))
     assert result.returncode == 0, (
         f"{shlex.join(cmd)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
 
@@ -129,7 +136,8 @@ def make_venv(path: Path) -> Path:
     """A fresh venv from the base interpreter (not .venv, whose editable install would
     shadow the wheel); pip drives it from outside with --python."""
     base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(path)], check=True,
+                   timeout=limit(120))
     return path
 
 
@@ -141,7 +149,7 @@ def install(venv: Path, wheelhouse: Path, *targets: str, cwd: Path | None = None
 def site_packages(venv: Path) -> Path:
     out = subprocess.run([str(venv / "bin" / "python"), "-c",
                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True, env={}, timeout=60)
+                         capture_output=True, text=True, check=True, env={}, timeout=limit(60))
     return Path(out.stdout.strip())
 
 
@@ -310,7 +318,7 @@ class TestWheel:
 
         def run(*args: str) -> str:
             result = subprocess.run(args, cwd=outside, env=env, capture_output=True, text=True,
-                                    timeout=60)
+                                    timeout=limit(60))
             assert result.returncode == 0, result.stderr
             return result.stdout
 

@@ -381,7 +381,8 @@ def check_announced(agent: AgentProcess, sid: str, fault: Fault) -> None:
 
 def _invalid_json(agent: AgentProcess, sid: str, server: FakeLLMServer, vendor: str) -> None:
     """The call fails with a message saying its JSON was invalid; the model reads it."""
-    (update,) = [u for u in agent.updates_of(sid, "tool_call_update") if u["status"] == "failed"]
+    updates = agent.updates_of(sid, "tool_call_update")
+    (update,) = [u for u in updates if u.get("status") == "failed"]
     assert "not valid JSON" in json.dumps(update["content"])
     assert "not valid JSON" in json.dumps(server.requests[1].body["messages"][-1])
     assert text_of(agent, sid) == "sorry"
@@ -390,7 +391,7 @@ def _invalid_json(agent: AgentProcess, sid: str, server: FakeLLMServer, vendor: 
 def _many_calls(agent: AgentProcess, sid: str, server: FakeLLMServer, vendor: str) -> None:
     """All 200 ran and were answered, in one follow-up request."""
     assert len(agent.updates_of(sid, "tool_call")) == 200
-    done = [u for u in agent.updates_of(sid, "tool_call_update") if u["status"] == "completed"]
+    done = [u for u in agent.updates_of(sid, "tool_call_update") if u.get("status") == "completed"]
     assert len(done) == 200
     body = json.dumps(server.requests[1].body["messages"])
     assert body.count("2\\tworld") == 200  # read_file numbers the lines
@@ -446,7 +447,7 @@ async def test_the_turn_timeout_ends_a_waiting_tool_call(
             assert response["error"]["code"] == -32603
             assert "limits.turn-timeout (1 s)" in response["error"]["message"]
             assert len(agent.client_requests) == 1  # the permission asked, never answered
-            (final,) = agent.updates_of(sid, "tool_call_update")
+            final = agent.updates_of(sid, "tool_call_update")[-1]
             assert final["status"] == "failed"
             assert "ran out of time (limits.turn-timeout = 1 s)" in json.dumps(final["content"])
             released.set()

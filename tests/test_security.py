@@ -181,7 +181,9 @@ class TestRememberedAnswersOnDisk:
 
 
 class TestLinks:
-    async def test_grep_never_follows_a_link_out_of_the_roots(self, ws: Path, outside: Path) -> None:
+    async def test_grep_never_follows_a_link_out_of_the_roots(
+        self, ws: Path, outside: Path
+    ) -> None:
         (ws / "src" / "a.py").write_text("SECRET = 'not here'\n")
         os.symlink(outside / "secret.txt", ws / "src" / "leak.txt")
         os.symlink(ws / "src" / "a.py", ws / "docs" / "alias.py")  # inside -> inside: fine

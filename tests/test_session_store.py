@@ -3,7 +3,6 @@ restoring the model's history, materializing the transcript, listing."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from acp_agent import log
 from acp_agent.conversation import (
     AssistantMessage,
+    ImagePart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -35,9 +35,12 @@ from acp_agent.records import (
     now_iso,
     parse,
 )
-from acp_agent.replay import INTERRUPTED, draft_allowed, restore, transcript
+from acp_agent.replay import INTERRUPTED, restore
 from acp_agent.session import Session, make_title
 from acp_agent.store import FLUSH_CHARS, Store, valid_id
+from acp_agent.transcript import transcript
+
+from .limits import eventually
 
 CWD = "/work/project"
 
@@ -156,14 +159,15 @@ class TestWriter:
             ),
         ]
 
-    async def test_streaming_chunks_are_flushed_within_the_interval(self, state_dir: str) -> None:
+    async def test_streaming_chunks_are_flushed_by_a_timer(self, state_dir: str) -> None:
+        """A chunk is buffered, not written at once; a timer (FLUSH_INTERVAL) writes it
+        while the message still streams."""
         store = Store(state_dir)
         writer = store.create(header())
         writer.chunk(chunk("streaming "))
         path = Path(store.log_path("sess_1"))
         assert b"streaming" not in path.read_bytes()
-        await asyncio.sleep(0.2)
-        assert b"streaming" in path.read_bytes()
+        await eventually(lambda: b"streaming" in path.read_bytes(), "the chunk is flushed")
         writer.chunk(chunk("more"))  # the same message goes on in a new record
         writer.close()
         assert transcript(records_of(store)) == [chunk("streaming more")]
@@ -181,18 +185,18 @@ class TestWriter:
         logfile = tmp_path / "agent.log"
         log.configure("warning", str(logfile))
         try:
-            writer, records = store.open("sess_1")
-            assert writer is not None
+            reopened, records = store.open("sess_1")
+            assert reopened is not None
             assert [type(r) for r in records] == [Header, Settings]
-            writer.append(Settings(mode="bypass", model="offline"))
-            writer.close()
+            reopened.append(Settings(mode="bypass", model="offline"))
+            reopened.close()
             assert restore(store.read("sess_1")).mode == "bypass"
         finally:
             log.configure("warning")
         assert "torn line" in logfile.read_text()
 
     def test_garbage_lines_are_skipped(self) -> None:
-        good = [header(), Settings(mode="ask", model="offline")]
+        good: list[Record] = [header(), Settings(mode="ask", model="offline")]
         data = encode(good[0]) + b"\x00\x00garbage\xff\n" + b'{"r":"unknown"}\n' + encode(good[1])
         assert parse(data) == good
 
@@ -271,7 +275,7 @@ class TestRestore:
             AddMessage(message=AssistantMessage([ToolCallPart("c", "run", {})])),
         ]
         history = restore(records).history
-        interrupted = [TextPart(INTERRUPTED)]
+        interrupted: list[TextPart | ImagePart] = [TextPart(INTERRUPTED)]
         assert history == [
             UserMessage([TextPart("go")]),
             AssistantMessage([a, b]),
@@ -401,11 +405,21 @@ class TestTranscript:
         assert isinstance(call, t.ToolCall)
         assert call.content == [_text("```\nhi\n```"), _text("exit 0")]
 
-    def test_draft_updates_are_gated(self) -> None:
-        plan = t.PlanUpdate(plan=t.PlanItems(plan_id="p", entries=[]))
-        compaction = t.CompactionUpdate(compaction_id="c", status="completed")
+    def test_draft_updates_take_the_form_the_client_takes(self) -> None:
+        """Recorded with every capability, loaded by a client with none: each update in
+        its fallback form, as it would have been shown live (and the reverse)."""
+        entry = t.PlanEntry(content="step", priority="high", status="pending")
+        plan = t.PlanUpdate(plan=t.PlanItems(plan_id="p", entries=[entry]))
+        document = t.PlanUpdate(plan=t.PlanMarkdown(plan_id="d", content="# Plan\n- [x] done"))
+        prose = t.PlanUpdate(plan=t.PlanMarkdown(plan_id="d", content="Just prose."))
+        removed = t.PlanRemoved(plan_id="p")
+        summary: list[t.ContentBlock] = [t.TextContent(text="We did things.")]
+        compaction = t.CompactionUpdate(compaction_id="c", status="completed", summary=summary)
+        failed = t.CompactionUpdate(compaction_id="f", status="failed", error="overloaded")
         notice = t.Notice(severity="info", title="hello")
-        records: list[Record] = [header(), *(Update(update=u) for u in (plan, compaction, notice))]
+        child = t.SubagentUpdate(session_id="sess_child", title="x")
+        recorded = (plan, document, prose, removed, compaction, failed, notice, child)
+        records: list[Record] = [header(), *(Update(update=u) for u in recorded)]
         plain = t.ClientCapabilities()
         everything = t.ClientCapabilities(
             plan=t.PlanCapabilities(),
@@ -414,8 +428,21 @@ class TestTranscript:
                 compaction=t.CompactionCapabilities(), notices=t.NoticeCapabilities()
             ),
         )
-        assert transcript(records, lambda u: draft_allowed(u, plain)) == []
-        assert transcript(records, lambda u: draft_allowed(u, everything)) == [plan, compaction]
+        assert transcript(records, everything) == [
+            plan, document, prose, removed, compaction, failed, child]
+        compacted = ("_The earlier conversation was compacted into this summary:_\n\n"
+                     "We did things.\n")
+        assert transcript(records, plain) == [
+            t.Plan(entries=[entry]),
+            t.Plan(entries=[t.PlanEntry(content="done", priority="medium", status="completed")]),
+            t.AgentMessageChunk(content=t.TextContent(text="Just prose.\n")),
+            t.Plan(entries=[]),
+            t.AgentMessageChunk(content=t.TextContent(text=compacted), message_id="c"),
+            t.AgentMessageChunk(
+                content=t.TextContent(
+                    text="_Compaction failed: overloaded. The history is unchanged._\n"),
+                message_id="f"),
+        ]
 
     def test_a_compaction_is_one_update(self) -> None:
         compaction = t.ClientCapabilities(
@@ -438,7 +465,7 @@ class TestTranscript:
             Update(update=t.CompactionUpdate(compaction_id="k1", status="completed")),
             Update(update=chunk("after", "m2")),
         ]
-        assert transcript(records, lambda u: draft_allowed(u, compaction)) == [
+        assert transcript(records, compaction) == [
             chunk("before"),
             t.CompactionUpdate(
                 compaction_id="k1",
@@ -448,8 +475,10 @@ class TestTranscript:
             chunk("after", "m2"),
         ]
         plain = t.ClientCapabilities()
-        assert transcript(records, lambda u: draft_allowed(u, plain)) == [
+        text = "_The earlier conversation was compacted into this summary:_\n\nWe did things.\n"
+        assert transcript(records, plain) == [
             chunk("before"),
+            t.AgentMessageChunk(content=t.TextContent(text=text), message_id="k1"),
             chunk("after", "m2"),
         ]
 

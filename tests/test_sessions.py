@@ -6,16 +6,20 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, ToolCall, Usage
 from .harness import AgentProcess, ResponseError
+from .limits import eventually
+from .schema_check import SchemaChecker
 
 Script = list[list[dict[str, Any]]]
+Make = Callable[..., AgentProcess]  # the `make` fixture: a script and flags -> an agent
 
 #: State, not history: the load response and the usage_update after it carry these.
 STATE_KINDS = {
@@ -52,7 +56,7 @@ PLAN_AND_COMMAND_TURN: Script = [
 
 
 @pytest.fixture
-def make(checker, state_dir: str, tmp_path: Path) -> Callable[..., AgentProcess]:
+def make(checker: SchemaChecker, state_dir: str, tmp_path: Path) -> Make:
     """An agent on the shared state dir; ``script`` drives its offline model."""
     count = iter(range(1000))
 
@@ -146,7 +150,7 @@ async def started(agent: AgentProcess, **caps: Any) -> AgentProcess:
 
 
 class TestCapabilities:
-    async def test_everything_that_works_is_advertised(self, make) -> None:
+    async def test_everything_that_works_is_advertised(self, make: Make) -> None:
         async with make() as agent:
             caps = (await agent.initialize())["agentCapabilities"]
             assert caps["loadSession"] is True
@@ -163,7 +167,9 @@ class TestCapabilities:
 
 
 class TestLoad:
-    async def test_round_trip_replays_what_the_user_saw(self, make, workspace, state_dir) -> None:
+    async def test_round_trip_replays_what_the_user_saw(
+        self, make: Make, workspace: str, state_dir: str
+    ) -> None:
         """Turns with tools, a new process, session/load: the same updates, in the same
         order, with the same ids; then the conversation goes on and is kept too."""
         seen: list[dict[str, Any]] = []
@@ -194,7 +200,10 @@ class TestLoad:
             # after the response: the commands and the usage figures, nothing else
             await second.wait_for(lambda: bool(second.updates_of(sid, "usage_update")))
             after = second.updates_of(sid)[len(replayed) :]
-            assert [u["sessionUpdate"] for u in after] == ["available_commands_update", "usage_update"]
+            assert [u["sessionUpdate"] for u in after] == [
+                "available_commands_update",
+                "usage_update",
+            ]
             assert after[1]["used"] > 0
             old_ids = {u.get("messageId") for u in replayed} | {
                 u.get("toolCallId") for u in replayed
@@ -212,7 +221,7 @@ class TestLoad:
             _, replayed = await load(third, sid, workspace)
             assert materialize(replayed) == materialize(seen)
 
-    async def test_loading_is_read_only(self, make, workspace, state_dir) -> None:
+    async def test_loading_is_read_only(self, make: Make, workspace: str, state_dir: str) -> None:
         async with make(TOOL_TURN) as first:
             await started(first)
             sid = await first.new_session(workspace)
@@ -227,7 +236,9 @@ class TestLoad:
         assert log_path(state_dir, sid).read_bytes() == before
         assert (Path(state_dir) / "sessions" / f"{sid}.meta.json").read_bytes() == meta
 
-    async def test_the_model_sees_the_restored_history(self, checker, state_dir, workspace) -> None:
+    async def test_the_model_sees_the_restored_history(
+        self, checker: SchemaChecker, state_dir: str, workspace: str
+    ) -> None:
         """After a restart the model gets the earlier turns, tool results included."""
         async with FakeLLMServer() as server:
             server.enqueue(
@@ -269,7 +280,7 @@ class TestLoad:
             assert messages[3]["tool_call_id"] == "call_a" and "hello" in messages[3]["content"]
             assert messages[4]["content"] == "It says hello."
 
-    async def test_load_of_a_session_open_in_this_process(self, make, workspace) -> None:
+    async def test_load_of_a_session_open_in_this_process(self, make: Make, workspace: str) -> None:
         """Loading a session this process holds replays it as well (nothing is lost)."""
         seen: list[dict[str, Any]] = []
         async with make(TOOL_TURN) as agent:
@@ -281,13 +292,13 @@ class TestLoad:
 
 
 class TestCrashes:
-    async def test_sigkill_between_turns(self, make, workspace, state_dir) -> None:
+    async def test_sigkill_between_turns(self, make: Make, workspace: str, state_dir: str) -> None:
         seen: list[dict[str, Any]] = []
         async with make(TOOL_TURN) as first:
             await started(first)
             sid = await first.new_session(workspace)
             await run_turn(first, sid, "read it", seen)
-            first.proc.kill()
+            first.kill()
         async with make([[{"text": "still here"}]]) as second:
             await started(second)
             _, replayed = await load(second, sid, workspace)
@@ -298,7 +309,7 @@ class TestCrashes:
             _, replayed = await load(third, sid, workspace)
             assert materialize(replayed) == materialize(seen)
 
-    async def test_sigkill_mid_turn(self, make, workspace, state_dir) -> None:
+    async def test_sigkill_mid_turn(self, make: Make, workspace: str, state_dir: str) -> None:
         """Killed while the model streams: what came before replays identically, the
         interrupted turn up to its last flushed chunk; the log stays appendable."""
         seen: list[dict[str, Any]] = []
@@ -316,11 +327,10 @@ class TestCrashes:
                 "session/prompt", {"sessionId": sid, "prompt": [text_block("again")]}
             )
             await first.wait_for(lambda: "crash" in json.dumps(first.updates_of(sid)[-1:]))
-            for _ in range(100):  # chunks are flushed within 100 ms while streaming
-                if b"crash" in log_path(state_dir, sid).read_bytes():
-                    break
-                await asyncio.sleep(0.02)
-            first.proc.kill()
+            # chunks are flushed every 100 ms while streaming
+            await eventually(lambda: b"crash" in log_path(state_dir, sid).read_bytes(),
+                             "the chunk is in the session log")
+            first.kill()
             interrupted = first.updates_of(sid)[start:]
 
         async with make([[{"text": "recovered"}]]) as second:
@@ -340,24 +350,23 @@ class TestCrashes:
             assert materialize(replayed) == materialize(seen)
             assert materialize(replayed)[-1]["content"]["text"] == "recovered"
 
-    async def test_sigkill_during_a_tool_call(self, make, workspace, state_dir) -> None:
+    async def test_sigkill_during_a_tool_call(
+        self, make: Make, workspace: str, state_dir: str
+    ) -> None:
         """A tool call cut off by the crash is replayed as failed, and the conversation
         continues (the model's history gets a result for it)."""
-        script = [[{"tool_call": {"name": "run_command", "arguments": {"command": "sleep 2"}}}]]
+        pid_file = Path(workspace) / "pid"
+        command = f"echo $$ > {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; sleep 60"
+        script = [[{"tool_call": {"name": "run_command", "arguments": {"command": command}}}]]
         async with make(script, "--mode", "bypass") as first:
             await started(first)
             sid = await first.new_session(workspace)
             first.start_request(
                 "session/prompt", {"sessionId": sid, "prompt": [text_block("sleep")]}
             )
-            await first.wait_for(
-                lambda: any(
-                    u.get("status") == "in_progress"
-                    for u in first.updates_of(sid, "tool_call_update")
-                )
-            )
-            await asyncio.sleep(0.05)
-            first.proc.kill()
+            await eventually(pid_file.exists, "the command runs")
+            first.kill()
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # the agent could not
         async with make([[{"text": "ok"}]]) as second:
             await started(second)
             _, replayed = await load(second, sid, workspace)
@@ -365,7 +374,9 @@ class TestCrashes:
             assert call["status"] == "failed" and call["toolCallId"] == "call_1"
             assert (await second.prompt(sid, "again"))["stopReason"] == "end_turn"
 
-    async def test_a_corrupt_tail_is_skipped(self, make, workspace, state_dir) -> None:
+    async def test_a_corrupt_tail_is_skipped(
+        self, make: Make, workspace: str, state_dir: str
+    ) -> None:
         seen: list[dict[str, Any]] = []
         async with make(TOOL_TURN) as first:
             await started(first)
@@ -388,7 +399,7 @@ class TestCrashes:
 
 
 class TestSharedStateDir:
-    async def test_two_processes_write_different_sessions(self, make, workspace) -> None:
+    async def test_two_processes_write_different_sessions(self, make: Make, workspace: str) -> None:
         words = " ".join(f"w{i}" for i in range(60))
         script = [[{"thinking": words}, {"text": words}]] * 4
         seen: dict[str, list[dict[str, Any]]] = {}
@@ -411,7 +422,7 @@ class TestSharedStateDir:
             listed = (await c.request("session/list", {}))["sessions"]
             assert {s["sessionId"] for s in listed} == {sa, sb}
 
-    async def test_a_session_owned_elsewhere_is_read_only(self, make, workspace) -> None:
+    async def test_a_session_owned_elsewhere_is_read_only(self, make: Make, workspace: str) -> None:
         """Another process can list and load a session in use; prompting it is a clear
         error until its owner lets go."""
         seen: list[dict[str, Any]] = []
@@ -440,13 +451,15 @@ class TestSharedStateDir:
 
 
 class TestList:
-    async def test_empty(self, make) -> None:
+    async def test_empty(self, make: Make) -> None:
         async with make() as agent:
             await started(agent)
             assert await agent.request("session/list", {}) == {"sessions": []}
             assert await agent.request("session/list") == {"sessions": []}  # no params at all
 
-    async def test_pagination_newest_first_with_a_cwd_filter(self, make, state_dir) -> None:
+    async def test_pagination_newest_first_with_a_cwd_filter(
+        self, make: Make, state_dir: str
+    ) -> None:
         from acp_agent.records import Header
         from acp_agent.store import Store
 
@@ -496,7 +509,7 @@ class TestList:
                 response = await agent.request_raw("session/list", {"cursor": bad})
                 assert response["error"]["code"] == -32602, bad
 
-    async def test_titles_show_in_the_list(self, make, workspace) -> None:
+    async def test_titles_show_in_the_list(self, make: Make, workspace: str) -> None:
         long = "Please   refactor the session store so that it " + "x" * 80 + "\nsecond line"
         async with make([[{"text": "ok"}], [{"text": "ok"}]]) as agent:
             await started(agent)
@@ -515,7 +528,7 @@ class TestList:
 
 
 class TestResumeForkDelete:
-    async def test_resume_restores_without_replay(self, make, workspace) -> None:
+    async def test_resume_restores_without_replay(self, make: Make, workspace: str) -> None:
         seen: list[dict[str, Any]] = []
         async with make(TOOL_TURN) as first:
             await started(first)
@@ -532,7 +545,7 @@ class TestResumeForkDelete:
             _, replayed = await load(third, sid, workspace)
             assert materialize(replayed) == materialize(seen)
 
-    async def test_fork_copies_and_stays_independent(self, make, workspace) -> None:
+    async def test_fork_copies_and_stays_independent(self, make: Make, workspace: str) -> None:
         source_seen: list[dict[str, Any]] = []
         async with make(
             [*TOOL_TURN, [{"text": "in the fork"}], [{"text": "in the source"}]]
@@ -559,7 +572,7 @@ class TestResumeForkDelete:
             _, replayed = await load(other, fork, workspace)
             assert materialize(replayed) == materialize(fork_seen)
 
-    async def test_delete(self, make, workspace, state_dir) -> None:
+    async def test_delete(self, make: Make, workspace: str, state_dir: str) -> None:
         """Delete cancels a running turn, removes the session from the list and the disk,
         and is idempotent."""
         async with make([[{"text": "start "}, {"hang": True}]]) as agent:
@@ -600,7 +613,9 @@ async def load_like(
 
 
 class TestValidation:
-    async def test_bad_additional_directories(self, make, workspace, state_dir) -> None:
+    async def test_bad_additional_directories(
+        self, make: Make, workspace: str, state_dir: str
+    ) -> None:
         """Rejected with -32602 on every lifecycle method, before anything is created."""
         async with make([[{"text": "ok"}]]) as agent:
             await started(agent)
@@ -623,7 +638,7 @@ class TestValidation:
             assert response["error"]["code"] == -32002  # nothing was loaded
 
     async def test_additional_directories_are_kept_and_replaced(
-        self, make, workspace, tmp_path
+        self, make: Make, workspace: str, tmp_path: Path
     ) -> None:
         lib, docs = str(tmp_path / "lib"), str(tmp_path / "docs")
         async with make([[{"text": "ok"}]]) as first:
@@ -643,7 +658,7 @@ class TestValidation:
             (entry,) = (await second.request("session/list", {}))["sessions"]
             assert "additionalDirectories" not in entry
 
-    async def test_unknown_sessions(self, make, workspace) -> None:
+    async def test_unknown_sessions(self, make: Make, workspace: str) -> None:
         async with make() as agent:
             await started(agent)
             for method in ("session/load", "session/resume", "session/fork"):
@@ -655,3 +670,52 @@ class TestValidation:
                     assert response["error"]["data"] == {"sessionId": sid}
             await agent.notify("session/cancel", {"sessionId": "sess_nope"})  # ignored
             assert (await agent.request("session/list", {})) == {"sessions": []}
+
+
+class TestReplayAcrossCapabilities:
+    SCRIPT: ClassVar[Script] = [
+        [{"tool_call": {"name": "write_plan", "arguments": {"content": "# Plan\n- [ ] one"}}}],
+        [{"text": "planned"}],
+        [{"text": "SUMMARY of it all"}],  # the /compact summary
+    ]
+    RICH: ClassVar[dict[str, Any]] = {
+        "session": {"compaction": {}, "notices": {}}, "plan": {}, "subagents": {}}
+
+    async def test_recorded_rich_loaded_plain_and_the_reverse(
+        self, make: Make, workspace: str, state_dir: str
+    ) -> None:
+        """A session recorded by a client with every capability replays, to a client
+        with none, each event in its fallback form (a plan document as the classic plan,
+        the compaction as its message); the reverse keeps what was recorded."""
+        async with make(self.SCRIPT) as rich:
+            await rich.initialize(self.RICH)
+            sid = await rich.new_session(workspace)
+            await rich.prompt(sid, "plan it")
+            await rich.prompt(sid, "/compact")
+            assert rich.updates_of(sid, "plan_update") and rich.updates_of(sid, "compaction_update")
+        async with make() as plain:
+            await plain.initialize({})
+            _, replayed = await load(plain, sid, workspace)  # every line checked by the schema
+            kinds = [u["sessionUpdate"] for u in replayed]
+            assert "plan_update" not in kinds and "compaction_update" not in kinds
+            (plan,) = [u for u in replayed if u["sessionUpdate"] == "plan"]
+            one = {"content": "one", "priority": "medium", "status": "pending"}
+            assert plan["entries"] == [one]
+            said = "".join(u["content"]["text"] for u in replayed
+                           if u["sessionUpdate"] == "agent_message_chunk")  # fmt: skip
+            assert "compacted into this summary" in said and "SUMMARY of it all" in said
+        other = await self._recorded_plain(make, workspace)
+        async with make() as rich_again:
+            await rich_again.initialize(self.RICH)
+            _, replayed = await load(rich_again, other, workspace)
+            kinds = [u["sessionUpdate"] for u in replayed]
+            assert "plan" in kinds and "plan_update" not in kinds  # as it was shown live
+            assert "compaction_update" not in kinds
+
+    async def _recorded_plain(self, make: Make, workspace: str) -> str:
+        async with make(self.SCRIPT) as plain:
+            await plain.initialize({})
+            sid = await plain.new_session(workspace)
+            await plain.prompt(sid, "plan it")
+            await plain.prompt(sid, "/compact")
+            return str(sid)

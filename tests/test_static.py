@@ -1,28 +1,12 @@
-"""The package type-checks (mypy --strict) and lints clean (ruff), and stdout stays the
-protocol's: no print() in the agent."""
+"""stdout stays the protocol's: no print() in the agent. (Type checking and linting run
+before the tests, as their own steps: ``tools/check.py``.)"""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True)
-
-
-def test_mypy_strict() -> None:
-    result = _run("mypy", "acp_agent")
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_ruff() -> None:
-    result = _run("ruff", "check", "acp_agent", "tools")
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_no_print_to_stdout_in_the_agent() -> None:
@@ -35,3 +19,12 @@ def test_no_print_to_stdout_in_the_agent() -> None:
             if re.search(r"^\s*print\(", line) and "file=sys.stderr" not in line:
                 offenders.append(f"{path.relative_to(ROOT)}:{n}")
     assert offenders == []
+
+
+def test_readme_test_command_is_what_ci_runs() -> None:
+    """CI (`.ci/run`) runs exactly the test command the README gives a newcomer."""
+    readme = (ROOT / "README.md").read_text()
+    (command,) = re.findall(r"^python3 -m venv \.venv && .* tools/check\.py$", readme, re.M)
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == command
+    assert command.endswith(".venv/bin/python tools/check.py")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -37,7 +37,7 @@ async def test_lines_of_one_loop_turn_leave_in_one_write(monkeypatch: pytest.Mon
         writes.append(bytes(data))
         return real_write(fd, data)
 
-    monkeypatch.setattr(framing.os, "write", spy)
+    monkeypatch.setattr(cast(Any, framing).os, "write", spy)
     pipe = _Pipe()
     writer = PipeWriter(pipe.file)
     reader = await pipe.reader()
@@ -68,7 +68,7 @@ async def test_a_large_batch_goes_out_before_the_loop_turns(
         sizes.append(len(data))
         return real_write(fd, data)
 
-    monkeypatch.setattr(framing.os, "write", spy)
+    monkeypatch.setattr(cast(Any, framing).os, "write", spy)
     pipe = _Pipe()
     writer = PipeWriter(pipe.file)
     reader = await pipe.reader()

@@ -9,16 +9,19 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .harness import AgentProcess, ResponseError
+from .harness import AgentProcess, ResponseError, allow_first_option
+from .schema_check import SchemaChecker
 
 Script = list[list[dict[str, Any]]]
-SUBAGENTS = {"subagents": {}}
+Scripted = Callable[..., AgentProcess]  # the `scripted` fixture: a script -> an agent
+Start = Callable[..., Awaitable[str]]  # the `session` fixture: initialize, session/new
+SUBAGENTS: dict[str, Any] = {"subagents": {}}
 SESSION_ID = re.compile(r"sess_[0-9a-f]{24}")
 
 
@@ -28,7 +31,9 @@ def spawn(title: str, prompt: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def scripted(checker, state_dir: str, tmp_path: Path) -> Callable[[Script], AgentProcess]:
+def scripted(
+    checker: SchemaChecker, state_dir: str, tmp_path: Path
+) -> Callable[[Script], AgentProcess]:
     def make(script: Script) -> AgentProcess:
         path = tmp_path / f"script{len(list(tmp_path.iterdir()))}.json"
         path.write_text(json.dumps(script))
@@ -68,8 +73,10 @@ def names(message: dict[str, Any], child: str) -> bool:
     if params.get("sessionId") == child:
         return True
     update = params.get("update") or {}
-    return update.get("sessionUpdate") in ("session_message", "session_message_chunk") and child in (
-        update.get("senderSessionId"), update.get("recipientSessionId"))
+    return update.get("sessionUpdate") in (
+        "session_message",
+        "session_message_chunk",
+    ) and child in (update.get("senderSessionId"), update.get("recipientSessionId"))
 
 
 def assert_announced_first(agent: AgentProcess, parent: str, child: str) -> None:
@@ -109,11 +116,30 @@ async def wait_text(agent: AgentProcess, sid: str, text: str) -> None:
     await agent.wait_for(lambda: text in text_of(agent, sid))
 
 
+def messages(agent: AgentProcess, sid: str) -> list[dict[str, Any]]:
+    """The session-directed messages on ``sid``'s transcript as a client keeps them: each
+    ``session_message`` upsert with its ``session_message_chunk``\\ s appended."""
+    out: dict[str, dict[str, Any]] = {}
+    for u in agent.updates_of(sid):
+        if u["sessionUpdate"] == "session_message":
+            out.setdefault(u["messageId"], {}).update(u)
+        elif u["sessionUpdate"] == "session_message_chunk":
+            message = out.setdefault(u["messageId"], {"messageId": u["messageId"]})
+            content = message.setdefault("content", [])
+            if content and content[-1]["type"] == u["content"]["type"] == "text":
+                content[-1] = {"type": "text", "text": content[-1]["text"] + u["content"]["text"]}
+            else:
+                content.append(u["content"])
+    return list(out.values())
+
+
 # ---------------------------------------------------------------------- tests
 
 
 class TestExposed:
-    async def test_child_announced_then_messages_then_idle(self, scripted, session, workspace) -> None:
+    async def test_child_announced_then_messages_then_idle(
+        self, scripted: Scripted, session: Start, workspace: str
+    ) -> None:
         """Announcement, instruction and answer on both transcripts, idle with usage."""
         agent = scripted([
             [{"text": "Delegating. "}, spawn("Investigator", "Where is X?")],  # parent
@@ -140,8 +166,8 @@ class TestExposed:
             assert_announced_first(agent, sid, child)
 
             # the instruction: outgoing on the parent, incoming on the child, linked
-            out_p, in_p = agent.updates_of(sid, "session_message")
-            [in_c, out_c] = agent.updates_of(child, "session_message")
+            out_p, in_p = messages(agent, sid)
+            [in_c, out_c] = messages(agent, child)
             assert out_p["senderSessionId"] == sid and out_p["recipientSessionId"] == child
             assert out_p["content"] == [{"type": "text", "text": "Where is X?"}]
             assert in_c["senderSessionId"] == sid and in_c["recipientSessionId"] == child
@@ -158,7 +184,7 @@ class TestExposed:
             # the child's own stream; its answer is the tool's result; idle comes last
             assert text_of(agent, child) == "X is in hello.txt."
             assert "X is in hello.txt." not in text_of(agent, sid)
-            [call] = agent.updates_of(sid, "tool_call")
+            [call] = agent.tool_calls(sid)
             assert call["kind"] == "other" and call["title"] == "Subagent: Investigator"
             done = tool_updates(agent, sid)[-1]
             assert done["status"] == "completed"
@@ -172,7 +198,9 @@ class TestExposed:
             listed = await agent.request("session/list", {})
             assert [s["sessionId"] for s in listed["sessions"]] == [sid]
 
-    async def test_child_permission_request_under_its_id(self, scripted, session) -> None:
+    async def test_child_permission_request_under_its_id(
+        self, scripted: Scripted, session: Start
+    ) -> None:
         """A child's permission request: requires_action while it waits, then running."""
         agent = scripted([
             [spawn("Runner", "Run echo.")],  # parent
@@ -195,16 +223,32 @@ class TestExposed:
             assert final_status(agent, child, "run_command") == {call_id: "completed"}
             assert content_text(tool_updates(agent, sid)[-1]) == "It printed hi."
 
-    async def test_parallel_spawns_run_side_by_side(self, scripted, session) -> None:
+    async def test_parallel_spawns_run_side_by_side(
+        self, scripted: Scripted, session: Start
+    ) -> None:
         """Two spawns in one response run concurrently; a read in between runs too."""
-        child_step = [{"sleep": 0.4}, {"text": "child answer"}]
+        command = [{"tool_call": {"name": "run_command", "arguments": {"command": "true"}}}]
+        answer = [{"text": "child answer"}]
         agent = scripted([
             [spawn("Alpha", "Do A."),
              {"tool_call": {"name": "read_file", "arguments": {"path": "hello.txt"}}},
              spawn("Beta", "Do B.")],  # parent
-            child_step, child_step,  # the two children, in whichever order they ask
+            command, command,  # the two children, in whichever order they ask
+            answer, answer,  # the two children again
             [{"text": "Both done."}],  # parent
         ])
+        asking: set[str] = set()
+        both_ask = asyncio.Event()
+
+        async def allow_once_both_ask(params: dict[str, Any]) -> dict[str, Any]:
+            """Each child's permission request waits for the other's: they run at once."""
+            asking.add(params["sessionId"])
+            if len(asking) == 2:
+                both_ask.set()
+            await both_ask.wait()
+            return allow_first_option(params)
+
+        agent.handlers["session/request_permission"] = allow_once_both_ask
         async with agent:
             sid = await session(agent, SUBAGENTS)
             assert (await agent.prompt(sid, "go"))["stopReason"] == "end_turn"
@@ -228,7 +272,9 @@ class TestExposed:
             ids = [u["toolCallId"] for u in agent.updates_of(sid, "tool_call")]
             assert len(ids) == len(set(ids)) == 3
 
-    async def test_cancel_parent_cancels_descendants(self, scripted, session) -> None:
+    async def test_cancel_parent_cancels_descendants(
+        self, scripted: Scripted, session: Start
+    ) -> None:
         """Cancelling the parent cancels its child and grandchild; the prompt answers
         cancelled after their idle/cancelled states; the session still works."""
         agent = scripted([
@@ -265,7 +311,9 @@ class TestExposed:
             assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"
             assert "Still here." in text_of(agent, sid)
 
-    async def test_cancel_parent_during_parallel_spawns(self, scripted, session) -> None:
+    async def test_cancel_parent_during_parallel_spawns(
+        self, scripted: Scripted, session: Start
+    ) -> None:
         """Both parallel children end idle/cancelled before the parent's cancelled answer."""
         hang = [{"text": "working "}, {"hang": True}]
         agent = scripted([[spawn("Alpha", "A."), spawn("Beta", "B.")], hang, hang])
@@ -288,7 +336,7 @@ class TestExposed:
             statuses = final_status(agent, sid)
             assert len(statuses) == 2 and set(statuses.values()) == {"failed"}
 
-    async def test_nesting_is_limited(self, scripted, session) -> None:
+    async def test_nesting_is_limited(self, scripted: Scripted, session: Start) -> None:
         """A grandchild is announced on its own parent's stream; it may not spawn again."""
         agent = scripted([
             [spawn("Lead", "Delegate.")],  # parent
@@ -310,7 +358,7 @@ class TestExposed:
             assert content_text(tool_updates(agent, sid)[-1]) == "lead done"
             assert content_text(tool_updates(agent, child)[-1]) == "worker done"
 
-    async def test_cancel_only_the_child(self, scripted, session) -> None:
+    async def test_cancel_only_the_child(self, scripted: Scripted, session: Start) -> None:
         """session/cancel with the child's id: the child stops, the parent goes on."""
         agent = scripted([
             [spawn("Slow", "Take your time.")],  # parent
@@ -334,7 +382,9 @@ class TestExposed:
             assert "cancelled" in content_text(failed)
             assert "carrying on" in text_of(agent, sid)
 
-    async def test_child_failures_reach_the_parent_model(self, scripted, session) -> None:
+    async def test_child_failures_reach_the_parent_model(
+        self, scripted: Scripted, session: Start
+    ) -> None:
         """A provider error and a refusal: failed tool calls, idle error/refusal states."""
         agent = scripted([
             [spawn("Broken", "Try.")],  # parent, prompt 1
@@ -360,7 +410,9 @@ class TestExposed:
             assert failures[0]["rawOutput"]["error"] == content_text(failures[0])
             assert "It refused." in text_of(agent, sid)
 
-    async def test_child_sessions_are_restricted(self, scripted, session, workspace) -> None:
+    async def test_child_sessions_are_restricted(
+        self, scripted: Scripted, session: Start, workspace: str
+    ) -> None:
         """Every client call naming a child but session/cancel is refused with -32602."""
         agent = scripted([
             [spawn("Busy", "Wait.")],  # parent
@@ -373,7 +425,7 @@ class TestExposed:
             await agent.wait_for(lambda: bool(announced(agent, sid)))
             [child] = announced(agent, sid)
             await wait_text(agent, child, "working")
-            calls = {
+            calls: dict[str, dict[str, Any]] = {
                 "session/prompt": {"prompt": [{"type": "text", "text": "hi"}]},
                 "session/set_mode": {"modeId": "plan"},
                 "session/set_config_option": {"configId": "mode", "value": "plan"},
@@ -397,7 +449,9 @@ class TestExposed:
 
 
 class TestUnexposed:
-    async def test_nothing_names_the_child(self, scripted, session, workspace) -> None:
+    async def test_nothing_names_the_child(
+        self, scripted: Scripted, session: Start, workspace: str
+    ) -> None:
         """Without the capability only the answer reaches the parent; the child's
         permission request goes out under the parent's id, titled after the subagent."""
         agent = scripted([
@@ -429,7 +483,7 @@ class TestUnexposed:
             assert set(SESSION_ID.findall(json.dumps(agent.messages))) == {sid}
 
     async def test_replay_keeps_the_parent_view_for_capable_clients(
-        self, scripted, session, workspace
+        self, scripted: Scripted, session: Start, workspace: str
     ) -> None:
         """The parent's log holds what its stream showed; a load replays it."""
         agent = scripted([
@@ -440,11 +494,12 @@ class TestUnexposed:
         async with agent:
             sid = await session(agent, SUBAGENTS)
             await agent.prompt(sid, "go")
-            live = [u for u in agent.updates_of(sid)
-                    if u["sessionUpdate"] in ("subagent_update", "session_message")]
+            live = agent.updates_of(sid, "subagent_update") + [
+                {"sessionUpdate": "session_message", **m} for m in messages(agent, sid)]
             before = len(agent.updates)
             await agent.request("session/load", {"sessionId": sid, "cwd": workspace,
                                                  "mcpServers": []})
             replayed = [u["update"] for u in agent.updates[before:] if u["sessionId"] == sid
                         and u["update"]["sessionUpdate"] in ("subagent_update", "session_message")]
-            assert replayed == live
+            # each message comes back as one session_message, its chunks folded in
+            assert sorted(replayed, key=json.dumps) == sorted(live, key=json.dumps)

@@ -125,7 +125,10 @@ async def test_a_turn_waits_for_the_warm_up_off_the_event_loop(state_dir: str) -
     """While the warm-up thread imports, the loop goes on; a turn starts after it."""
     release = threading.Event()
     config = from_mapping({"model": "offline", "state-dir": state_dir})
-    runtime = Runtime(config, cast(ClientProxy, None), lambda: release.wait(30) and None)
+    def importing() -> None:
+        release.wait(30)
+
+    runtime = Runtime(config, cast(ClientProxy, None), importing)
     runtime.warm_up()
     waiting = asyncio.ensure_future(runtime.warmed())
     for _ in range(20):  # the loop is free meanwhile

@@ -1,16 +1,22 @@
-"""What a person sees of a turn: typed ``session/update``s turned into terminal text.
+"""What a person sees of a turn when the output is not a terminal: plain text, and JSON
+lines for scripts. The state every view keeps (tool calls, usage) lives in :class:`View`.
 
-Streamed text as it comes, thoughts dimmed, the plan, each tool call once when it is
-done (with its diff or output), notices, and a footer with the stop reason and usage.
+Plain output: streamed text as it comes, thoughts, the plan, each tool call once when it
+is done (with its diff or output), notices, and a footer with the stop reason and usage.
+Lines of the front end's own (notes, questions) go to stderr, so stdout is the transcript.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TextIO, TypeVar
+from typing import Any, TextIO, TypeVar
 
+import msgspec
 from msgspec import UnsetType
 
 from ..protocol import types as t
@@ -36,7 +42,7 @@ class Style:
 
 
 @dataclass
-class _Call:
+class Call:
     """A tool call as known so far: ``tool_call`` then ``tool_call_update``s merged.
     ``None`` means not told yet."""
 
@@ -45,6 +51,7 @@ class _Call:
     kind: t.ToolKind | None = None
     status: t.ToolCallStatus | None = None
     content: list[t.ToolCallContent] | None = None
+    raw_output: Any = None
 
     def merge(self, u: t.ToolCall | t.ToolCallUpdateSessionUpdate) -> None:
         self.title = _given(u.title, self.title)
@@ -52,6 +59,26 @@ class _Call:
         self.kind = _given(u.kind, self.kind)
         self.status = _given(u.status, self.status)
         self.content = _given(u.content, self.content)
+        self.raw_output = _given(u.raw_output, self.raw_output)
+
+    @property
+    def label(self) -> str:
+        return self.title if self.title is not None else self.name or "tool"
+
+    @property
+    def outcome(self) -> tuple[bool, str]:
+        """``(succeeded, why not)``: a command that exits non-zero (or by a signal) failed,
+        whatever the call's status says."""
+        if self.status == "failed":
+            return False, ""
+        raw = self.raw_output
+        if isinstance(raw, dict):
+            if raw.get("signal"):
+                return False, f"killed by {raw['signal']}"
+            code = raw.get("exitCode")
+            if isinstance(code, int) and code != 0:
+                return False, f"exit {code}"
+        return True, ""
 
 
 def _given(value: T | UnsetType | None, current: T | None) -> T | None:
@@ -59,15 +86,96 @@ def _given(value: T | UnsetType | None, current: T | None) -> T | None:
     return current if value is None or isinstance(value, UnsetType) else value
 
 
-class Renderer:
-    """Turns session/update notifications into terminal output."""
+def numbers(n: int) -> str:
+    return f"{n:,}"
 
-    def __init__(self, out: TextIO) -> None:
+
+class View:
+    """What every view knows of the session: its tool calls, its usage and its plan."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, Call] = {}
+        self.usage: t.UsageUpdate | None = None
+        self.context_fresh = False  # a usage_update came during this turn
+        self.plan: list[t.PlanEntry] | None = None
+        self.cancelling = False
+        self.session_id = ""
+
+    def begin_turn(self) -> None:
+        self.context_fresh = False
+        self.cancelling = False
+        self.plan = None
+
+    def track(self, u: t.SessionUpdate) -> tuple[Call, t.ToolCallStatus | None] | None:
+        """Keep what ``u`` tells; for a tool call its merged state and its old status."""
+        match u:
+            case t.UsageUpdate():
+                self.usage = u
+                self.context_fresh = True
+            case t.Plan(entries=entries):
+                self.plan = entries
+            case t.ToolCall() | t.ToolCallUpdateSessionUpdate():
+                call = self.calls.setdefault(u.tool_call_id, Call())
+                before = call.status
+                call.merge(u)
+                return call, before
+        return None
+
+    def footer(self, result: t.PromptResponse) -> list[str]:
+        """The footer's parts. The context is shown only when measured during this turn
+        (a turn cancelled before the model answered has no new figure)."""
+        parts = [f"stop: {result.stop_reason}"]
+        if usage := result.usage:
+            parts.append(
+                f"tokens: {numbers(usage.input_tokens)} in / {numbers(usage.output_tokens)} out"
+            )
+        if self.usage is not None and self.context_fresh:
+            parts.append(f"context: {numbers(self.usage.used)}/{numbers(self.usage.size)}")
+        if self.usage is not None and (cost := self.usage.cost):
+            parts.append(f"cost: {cost.amount:.4f} {cost.currency}")
+        return parts
+
+    # what the front end says, each view in its own way
+    def note(self, text: str, level: str = "info") -> None:
+        raise NotImplementedError
+
+    def update(self, u: t.SessionUpdate) -> None:
+        raise NotImplementedError
+
+    def finish(self, result: t.PromptResponse) -> None:
+        raise NotImplementedError
+
+    def start_cancelling(self) -> None:
+        self.cancelling = True
+        self.note("cancelling the turn… (Ctrl-C again quits)")
+
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        """The screen is the keyboard's for a while (a question, the prompt)."""
+        yield
+
+    def question(self, req: t.RequestPermissionRequest, choices: str) -> None:
+        raise NotImplementedError
+
+    def prompt(self) -> None:
+        """The chat's prompt, before a line is read."""
+
+    def line_break(self) -> None:
+        """End the line a question or the prompt left open (after Ctrl-C or Ctrl-D)."""
+
+    def close(self) -> None:
+        pass
+
+
+class Renderer(View):
+    """Plain text: session/update notifications as terminal-free lines."""
+
+    def __init__(self, out: TextIO, err: TextIO | None = None) -> None:
+        super().__init__()
         self.out = out
+        self.err = err if err is not None else sys.stderr
         self.s = Style(out)
         self.kind: str | None = None  # the stream we are in: "text" or "thought"
-        self.calls: dict[str, _Call] = {}
-        self.usage: t.UsageUpdate | None = None
 
     def _switch(self, kind: str | None) -> None:
         if self.kind != kind and self.kind is not None:
@@ -75,6 +183,7 @@ class Renderer:
         self.kind = kind
 
     def update(self, u: t.SessionUpdate) -> None:
+        tracked = self.track(u)
         match u:
             case t.AgentMessageChunk(content=block):
                 self._switch("text")
@@ -88,9 +197,8 @@ class Renderer:
                 for e in entries:
                     self.out.write(f"  {PLAN_MARK.get(e.status, '[?]')} {e.content}\n")
             case t.ToolCall() | t.ToolCallUpdateSessionUpdate():
-                self._tool(u)
-            case t.UsageUpdate():
-                self.usage = u
+                assert tracked is not None
+                self._tool(*tracked)
             case t.Notice(title=title, description=description):
                 self._switch(None)
                 self.out.write(
@@ -98,31 +206,26 @@ class Renderer:
                 )
         self.out.flush()
 
-    def _tool(self, u: t.ToolCall | t.ToolCallUpdateSessionUpdate) -> None:
-        call = self.calls.setdefault(u.tool_call_id, _Call())
-        before = call.status
-        call.merge(u)
+    def _tool(self, call: Call, before: t.ToolCallStatus | None) -> None:
         status = call.status or "pending"
         if status == before or status not in ("completed", "failed"):
-            return  # the progress line shows the work; print each call once, when done
+            return  # print each call once, when done
         self._switch(None)
-        color = "32" if status == "completed" else "31"
-        title = call.title if call.title is not None else call.name or "tool"
-        self.out.write(self.s(color, f"{STATUS_MARK[status]} {title}") + "\n")
-        if call.kind != "think" or status == "failed":  # a plan is shown as a plan
+        ok, why = call.outcome
+        color = "32" if ok else "31"
+        mark = STATUS_MARK["completed" if ok else "failed"]
+        self.out.write(self.s(color, f"{mark} {call.label}" + (f" ({why})" if why else "")) + "\n")
+        if call.kind != "think" or not ok:  # a plan is shown as a plan
             for item in call.content or []:
                 self.out.write(self._content(item))
 
     def _content(self, item: t.ToolCallContent) -> str:
         match item:
-            case t.Diff(path=path, old_text=old_text, new_text=new_text):
-                old = (old_text or "").splitlines(keepends=True)
-                new = new_text.splitlines(keepends=True)
-                lines = list(difflib.unified_diff(old, new, "a" + path, "b" + path))
+            case t.Diff():
                 shown = []
-                for line in lines[:200]:
+                for line in diff_lines(item)[:200]:
                     code = "32" if line.startswith("+") else "31" if line.startswith("-") else "2"
-                    shown.append(self.s(code, line.rstrip("\n")) + "\n")
+                    shown.append(self.s(code, line) + "\n")
                 return "".join(shown)
             case t.Content(content=block):
                 text = block_text(block).rstrip("\n")
@@ -134,15 +237,69 @@ class Renderer:
 
     def finish(self, result: t.PromptResponse) -> None:
         self._switch(None)
-        parts = [f"stop: {result.stop_reason}"]
-        if usage := result.usage:
-            parts.append(f"tokens: {usage.input_tokens} in / {usage.output_tokens} out")
-        if self.usage:
-            parts.append(f"context: {self.usage.used}/{self.usage.size}")
-            if cost := self.usage.cost:
-                parts.append(f"cost: {cost.amount:.4f} {cost.currency}")
-        self.out.write(self.s.dim("— " + " · ".join(parts)) + "\n")
+        self.out.write(self.s.dim("— " + " · ".join(self.footer(result))) + "\n")
         self.out.flush()
+
+    def note(self, text: str, level: str = "info") -> None:
+        self._switch(None)
+        self.out.flush()
+        self.err.write(f"{text}\n" if level in ("debug", "plain") else f"acp-agent: {text}\n")
+        self.err.flush()
+
+    def question(self, req: t.RequestPermissionRequest, choices: str) -> None:
+        self._switch(None)
+        self.out.flush()
+        title = req.tool_call.title or "a tool call"
+        self.err.write(f"\nAllow {title}? {choices}: ")
+        self.err.flush()
+
+    def prompt(self) -> None:
+        self.out.write("> ")
+        self.out.flush()
+
+    def line_break(self) -> None:
+        self.err.write("\n")
+        self.err.flush()
+
+
+class JsonLines(View):
+    """``run --json``: each ``session/update``'s params as one JSON line, then the
+    prompt's result as ``{"result": ...}``; notes go to stderr."""
+
+    def __init__(self, out: TextIO, err: TextIO | None = None) -> None:
+        super().__init__()
+        self.out = out
+        self.err = err if err is not None else sys.stderr
+
+    def _line(self, value: Any) -> None:
+        self.out.write(msgspec.json.encode(value).decode() + "\n")
+        self.out.flush()
+
+    def update(self, u: t.SessionUpdate) -> None:
+        self.track(u)
+        self._line(t.SessionNotification(session_id=self.session_id, update=u))
+
+    def finish(self, result: t.PromptResponse) -> None:
+        self._line({"result": result})
+
+    def note(self, text: str, level: str = "info") -> None:
+        self.err.write(f"{text}\n" if level in ("debug", "plain") else f"acp-agent: {text}\n")
+        self.err.flush()
+
+    def line_break(self) -> None:
+        self.err.write("\n")
+        self.err.flush()
+
+    def question(self, req: t.RequestPermissionRequest, choices: str) -> None:
+        self.err.write(f"Allow {req.tool_call.title or 'a tool call'}? {choices}: ")
+        self.err.flush()
+
+
+def diff_lines(item: t.Diff) -> list[str]:
+    old = (item.old_text or "").splitlines(keepends=True)
+    new = item.new_text.splitlines(keepends=True)
+    lines = difflib.unified_diff(old, new, "a" + item.path, "b" + item.path)
+    return [line.rstrip("\n") for line in lines]
 
 
 def block_text(block: t.ContentBlock) -> str:

@@ -7,6 +7,10 @@ only when a session has servers to start.
 
 from __future__ import annotations
 
+from ._acp import AcpRequest, deliver
 from .hub import McpHub, McpPrompt, OnChange, OnProblem, PromptArgument, PromptError
 
-__all__ = ["McpHub", "McpPrompt", "OnChange", "OnProblem", "PromptArgument", "PromptError"]
+__all__ = [
+    "AcpRequest", "McpHub", "McpPrompt", "OnChange", "OnProblem", "PromptArgument", "PromptError",
+    "deliver",
+]

@@ -90,6 +90,12 @@ class McpTool:
     def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallInfo:
         return CallInfo(f"{self.display} ({self.server.name} MCP)", self._access)
 
+    def describe_partial(self, members: Mapping[str, Any], ctx: ToolContext) -> CallInfo:
+        return self.describe(dict(members), ctx)  # the title names the tool, not its input
+
+    async def prepare(self, args: dict[str, Any], ctx: ToolContext) -> None:
+        return None
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         result = await self.server.call_tool(self.tool_name, args)
         return tool_output(result)

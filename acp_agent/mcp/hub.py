@@ -12,13 +12,19 @@ Usage (the agent's side)::
     content = await hub.get_prompt("mcp:github:review", "pr=12")   # -> prompt blocks
     await hub.aclose()                   # session close / stdin EOF
 
-Problems (a server that failed to start, is not ready in time, or died) go to
-``on_problem(severity, title, description)``, severity ``"error"`` or ``"warning"``.
-They are held back until the first :meth:`McpHub.wait_ready` call, so nothing is sent
-about a session before the editor has its ``session/new`` answer; after that they are
-reported as they happen. ``on_change()`` is called when the offered tools or prompts
-change (a server became ready or was lost), e.g. to resend ``available_commands_update``.
-Neither callback's exceptions reach the hub (they are logged).
+Problems (a server that failed to start, is not ready in time, was lost and restarted,
+could not be restarted, or was lost for good) go to ``on_problem(severity, title,
+description)``, severity ``"error"`` or ``"warning"``. They are held back until the first
+:meth:`McpHub.wait_ready` call, so nothing is sent about a session before the editor has
+its ``session/new`` answer; after that they are reported as they happen. ``on_change()``
+is called when the offered tools or prompts change (a server became ready, changed its
+lists, or was lost), e.g. to resend ``available_commands_update``; :meth:`McpHub.toolset`
+follows the same changes for the model. Neither callback's exceptions reach the hub
+(they are logged).
+
+A lost server is started again (an HTTP or ACP one reconnected) once; see ``_server``.
+Servers of type ``acp`` (MCP over ACP) need ``acp``, the way to send ``mcp/message``
+requests to the editor; see ``_acp``.
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ from typing import TYPE_CHECKING, TypeAlias
 from msgspec import UNSET
 
 from .. import log
+from ..conversation import ToolSpec
 from ..errors import ToolError
 from ..protocol import types as t
-from ..tools.base import Tool
+from ..tools.base import Tool, Toolset
+from ._acp import AcpRequest
 from ._convert import prompt_content
 from ._names import MAX_TOOL_NAME, Namer, command_name, prompt_arguments, sanitize, tool_name
 from ._server import ServerConnection
@@ -110,6 +118,7 @@ class McpHub:
         cwd: str,
         on_problem: OnProblem | None = None,
         on_change: OnChange | None = None,
+        acp: AcpRequest | None = None,
     ) -> None:
         self._on_problem = on_problem
         self._on_change = on_change
@@ -120,10 +129,15 @@ class McpHub:
                 keys.name(("server", str(i)), sanitize(config.name)),
                 cwd=cwd,
                 on_ready=self._server_ready,
+                on_updated=self._server_updated,
+                on_lost=self._server_lost,
                 on_failed=self._server_failed,
+                acp=acp,
             )
             for i, config in enumerate(servers)
         ]
+        self.version = 0
+        """Goes up whenever the offered tools or prompts change."""
         self._tool_names = Namer(limit=MAX_TOOL_NAME)
         self._command_names = Namer()
         self._tools: dict[str, list[McpTool]] = {}
@@ -190,12 +204,18 @@ class McpHub:
         await asyncio.gather(*(s.close() for s in self._servers), return_exceptions=True)
         self._tools.clear()
         self._prompts.clear()
+        self.version += 1
 
     # ------------------------------------------------------------------ what's offered
 
     def tools(self) -> list[Tool]:
         """The ready servers' tools, in server order."""
         return [tool for s in self._servers for tool in self._tools.get(s.key, [])]
+
+    def toolset(self, base: Toolset) -> Toolset:
+        """``base`` and the ready servers' tools, as they are at each look (a turn's next
+        model request sees tools that came, went or changed meanwhile)."""
+        return _LiveToolset(base, self)
 
     def prompts(self) -> list[McpPrompt]:
         """The ready servers' prompts as slash-command data, in server order."""
@@ -221,19 +241,55 @@ class McpHub:
         return prompt_content(result)
 
     def status(self) -> dict[str, str]:
-        """``{server name: "starting" | "ready" | "failed" | "closed"}``, for logs and tests."""
+        """``{server name: "starting" | "ready" | "restarting" | "failed" | "closed"}``,
+        for logs and tests."""
         return {s.name: s.state for s in self._servers}
 
     # ------------------------------------------------------------------ server events
 
-    async def _server_ready(self, server: ServerConnection) -> None:
-        if self._closing is not None:
-            return
+    def _offer(self, server: ServerConnection) -> None:
         self._tools[server.key] = [
             McpTool(server, tool, tool_name(self._tool_names, server.key, tool.name))
             for tool in server.tools
         ]
         self._prompts[server.key] = [(self._prompt(server, p), server) for p in server.prompts]
+        self.version += 1
+
+    def _withdraw(self, server: ServerConnection) -> None:
+        self._tools.pop(server.key, None)
+        self._prompts.pop(server.key, None)
+        self.version += 1
+
+    async def _server_ready(self, server: ServerConnection) -> None:
+        if self._closing is not None:
+            return
+        self._offer(server)
+        if server.restarts:
+            await self._report(
+                "warning",
+                f"MCP server {server.name!r} stopped; {server.restarted}",
+                f"{server.lost}\n\nIts tools are offered again.",
+            )
+        await self._changed()
+
+    async def _server_updated(self, server: ServerConnection) -> None:
+        if self._closing is not None:
+            return
+        self._offer(server)
+        await self._changed()
+
+    async def _server_lost(self, server: ServerConnection, restarting: bool) -> None:
+        if self._closing is not None:
+            return
+        self._withdraw(server)
+        if not restarting:
+            verb = server.restarted
+            await self._report(
+                "error",
+                f"MCP server {server.name!r} stopped again",
+                f"{server.lost}\n\nIt was {verb} once already, so it is not {verb} again; "
+                "its tools are no longer offered.",
+            )
         await self._changed()
 
     def _prompt(self, server: ServerConnection, p: Prompt) -> McpPrompt:
@@ -248,18 +304,18 @@ class McpHub:
             ),
         )
 
-    async def _server_failed(self, server: ServerConnection, was_ready: bool) -> None:
+    async def _server_failed(self, server: ServerConnection, was_lost: bool) -> None:
         if self._closing is not None:
             return
-        self._tools.pop(server.key, None)
-        self._prompts.pop(server.key, None)
-        title = (
-            f"MCP server {server.name!r} stopped" if was_ready
-            else f"MCP server {server.name!r} failed to start"
+        if not was_lost:
+            await self._report("error", f"MCP server {server.name!r} failed to start", server.error)
+            return
+        doing = "Restarting" if server.kind == "stdio" else "Reconnecting"
+        await self._report(
+            "error",
+            f"MCP server {server.name!r} stopped; could not be {server.restarted}",
+            f"{server.lost}\n\n{doing} it failed: {server.error}",
         )
-        await self._report("error", title, server.error)
-        if was_ready:
-            await self._changed()
 
     # ------------------------------------------------------------------ callbacks
 
@@ -290,3 +346,35 @@ class McpHub:
             await self._on_change()
         except Exception:
             log.exception("mcp.on_change_failed")
+
+
+class _LiveToolset(Toolset):
+    """A toolset whose MCP part is looked up again whenever the hub's offer changed."""
+
+    def __init__(self, base: Toolset, hub: McpHub) -> None:
+        super().__init__([])
+        self._base = base
+        self._hub = hub
+        self._version = -1
+
+    def _current(self) -> dict[str, Tool]:
+        if self._version != self._hub.version:
+            self._version = self._hub.version
+            tools = (*self._base.tools(), *self._hub.tools())
+            self._tools = {tool.spec.name: tool for tool in tools}
+        return self._tools
+
+    def get(self, name: str) -> Tool | None:
+        return self._current().get(name)
+
+    def names(self) -> list[str]:
+        return list(self._current())
+
+    def tools(self) -> list[Tool]:
+        return list(self._current().values())
+
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec for tool in self._current().values()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._current()

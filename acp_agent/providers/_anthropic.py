@@ -34,11 +34,13 @@ from .base import (
     TextDelta,
     ThinkingDelta,
     ThinkingSignature,
+    ToolCallDelta,
     ToolCallReady,
     ToolCallStarted,
     UsageReport,
 )
 from .models import model_info
+from .registry import has_auth_header
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -104,7 +106,7 @@ class AnthropicProvider:
 
     def _ensure_client(self) -> AsyncAnthropic:
         if self._client is None:
-            if not self._api_key and not self._auth_token:
+            if not (self._api_key or self._auth_token or has_auth_header(self._headers)):
                 raise ProviderAuthError(f"No Anthropic API key: set {self._key_env}")
             self._client = self._new_client()
         return self._client
@@ -247,6 +249,8 @@ class _EventAssembler:
                 b.signature += delta.signature
             elif delta.type == "input_json_delta":
                 b.json.append(delta.partial_json)
+                if b.call_id and delta.partial_json:
+                    out.append(ToolCallDelta(b.call_id, delta.partial_json))
         elif kind == "content_block_stop":
             b = self.blocks.pop(event.index, _Block("unknown"))
             if b.kind == "thinking" and b.signature:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import re
 import shlex
 from collections.abc import AsyncIterator, Iterator
@@ -54,12 +55,56 @@ from .base import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    ToolCallDelta,
     ToolCallReady,
     ToolCallStarted,
     UsageReport,
 )
 
 _WORDS = re.compile(r"\S+\s*|\s+")
+ARGUMENT_PIECE = 24  # characters of a tool call's argument JSON per ToolCallDelta
+
+#: The keys a script step may have (one each; see the module's docstring).
+STEP_KEYS = frozenset(
+    ("text", "thinking", "tool_call", "usage", "sleep", "mark", "hang", "error", "disconnect",
+     "finish")
+)  # fmt: skip
+
+
+class ScriptError(ValueError):
+    """An offline script that cannot be played; the message says where and why."""
+
+
+def load_script(path: str) -> list[list[dict[str, Any]]]:
+    """The responses of the script at ``path``, checked step by step."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise ScriptError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        script = msgspec.json.decode(data, type=list[list[dict[str, Any]]])
+    except msgspec.ValidationError as exc:
+        where = str(exc).replace("`$", "`script")
+        raise ScriptError(
+            f"{path}: a list of responses (lists of steps) is expected: {where}"
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise ScriptError(f"{path}: not valid JSON: {exc}") from None
+    for i, response in enumerate(script):
+        for j, step in enumerate(response):
+            unknown = sorted(set(step) - STEP_KEYS)
+            if unknown:
+                raise ScriptError(
+                    f"{path}: response {i + 1}, step {j + 1}: unknown key {unknown[0]!r} "
+                    f"(one of {', '.join(sorted(STEP_KEYS))})"
+                )
+            call = step.get("tool_call")
+            if "tool_call" in step and not (isinstance(call, dict) and "name" in call):
+                raise ScriptError(
+                    f"{path}: response {i + 1}, step {j + 1}: `tool_call` needs a `name`"
+                )
+    return script
 
 
 def chunk_words(text: str, per_chunk: int = 2) -> Iterator[str]:
@@ -84,9 +129,7 @@ class OfflineProvider:
 
     @classmethod
     def from_file(cls, path: str) -> OfflineProvider:
-        with open(path, "rb") as fh:
-            script = msgspec.json.decode(fh.read(), type=list[list[dict[str, Any]]])
-        return cls(script)
+        return cls(load_script(path))
 
     @property
     def name(self) -> str:
@@ -116,8 +159,12 @@ class OfflineProvider:
             elif "tool_call" in step:
                 call = step["tool_call"]
                 call_id = str(call.get("id") or f"offline_{next(self._ids)}")
+                arguments = dict(call.get("arguments", {}))
                 yield ToolCallStarted(call_id, str(call["name"]))
-                yield ToolCallReady(call_id, str(call["name"]), dict(call.get("arguments", {})))
+                text = json.dumps(arguments)  # written piece by piece, as a model does
+                for start in range(0, len(text), ARGUMENT_PIECE):
+                    yield ToolCallDelta(call_id, text[start : start + ARGUMENT_PIECE])
+                yield ToolCallReady(call_id, str(call["name"]), arguments)
                 called = True
             elif "usage" in step:
                 usage = msgspec.convert(step["usage"], UsageReport)

@@ -37,10 +37,12 @@ from .base import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    ToolCallDelta,
     ToolCallReady,
     ToolCallStarted,
     UsageReport,
 )
+from .registry import has_auth_header
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -110,7 +112,9 @@ class OpenAIProvider:
 
     def _ensure_client(self) -> AsyncOpenAI:
         if self._client is None:
-            if self._api_key is None and self._base_url is None:
+            if self._api_key is None and self._base_url is None and not has_auth_header(
+                self._headers
+            ):
                 raise ProviderAuthError(
                     f"No {self.origin.vendor} API key: set {self._key_env or 'OPENAI_API_KEY'}"
                     " (or a base URL for a local server)"
@@ -281,12 +285,16 @@ class _ChunkAssembler:
         if frag.id and not call.server_id:
             call.server_id = frag.id
         if frag.function is not None:
-            if frag.function.arguments:
-                call.arguments.append(frag.function.arguments)
+            piece = frag.function.arguments
+            if piece:
+                call.arguments.append(piece)
             if frag.function.name and not call.name:
                 call.name = frag.function.name
                 call.call_id = call.server_id or _new_call_id()
                 events.append(ToolCallStarted(call.call_id, call.name))
+                piece = "".join(call.arguments)  # any that came before the name, too
+            if piece and call.name:
+                events.append(ToolCallDelta(call.call_id, piece))
 
     def finish(self) -> list[StreamEvent]:
         if self.reason is None:

@@ -46,6 +46,7 @@ from .base import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    ToolCallDelta,
     ToolCallReady,
     ToolCallStarted,
     UsageReport,
@@ -167,6 +168,7 @@ class _ResponsesAssembler:
             open_call = self.calls.get(event.item_id or f"#{event.output_index}")
             if open_call is not None and event.delta:
                 open_call.arguments.append(event.delta)
+                out.append(ToolCallDelta(open_call.call_id, event.delta))
         elif kind == "response.output_item.done":
             out.extend(self._item_done(event))
         elif kind in ("response.completed", "response.incomplete"):

@@ -17,8 +17,13 @@ def _build(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
     from ._anthropic import AnthropicProvider
 
     custom_key = config.provider_settings("anthropic").api_key_env
-    # A bearer token (gateways, proxies) stands in for a key when no key is set.
-    token = None if endpoint.api_key or custom_key else os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    # A bearer token (gateways, proxies) stands in for a key when no key is set (and the
+    # endpoint's own headers carry no credentials).
+    token = (
+        None
+        if endpoint.api_key or custom_key or endpoint.auth_in_headers
+        else os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    )
     key_env = "ANTHROPIC_AUTH_TOKEN" if token and not endpoint.api_key else endpoint.key_env
     return AnthropicProvider(
         model,
@@ -46,4 +51,6 @@ SPEC = ProviderSpec(
     key_envs=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
     base_url_env="ANTHROPIC_BASE_URL",
     warm=("anthropic", "acp_agent.providers._anthropic"),
+    protocol="anthropic",
+    sdk_base_url="https://api.anthropic.com",
 )

@@ -73,6 +73,14 @@ class ToolCallStarted(msgspec.Struct, tag_field="event", tag="tool_call_started"
     name: str
 
 
+class ToolCallDelta(msgspec.Struct, tag_field="event", tag="tool_call_delta", frozen=True):
+    """The next piece of a started call's argument JSON, as the model writes it (the
+    pieces joined are the text :class:`ToolCallReady` parses)."""
+
+    call_id: str
+    arguments: str
+
+
 class ToolCallReady(msgspec.Struct, tag_field="event", tag="tool_call", frozen=True):
     """A complete tool call. ``error`` is set (and ``arguments`` empty) when the model's
     argument text was not a JSON object; the turn reports that back to the model."""
@@ -107,6 +115,7 @@ StreamEvent: TypeAlias = (
     | RedactedThinking
     | ReasoningItem
     | ToolCallStarted
+    | ToolCallDelta
     | ToolCallReady
     | UsageReport
     | Finished

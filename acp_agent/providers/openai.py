@@ -82,4 +82,5 @@ SPEC = ProviderSpec(
     keyless_with_base_url=True,
     apis=("responses", "chat-completions"),
     warm=("openai", "acp_agent.providers._openai", "acp_agent.providers._responses"),
+    sdk_base_url="https://api.openai.com/v1",
 )

@@ -8,6 +8,11 @@ model facts and the warm-up all come from the spec. Spec modules stay tiny and i
 their implementation (and its SDK) only in ``build``, so naming a family at start-up
 costs nothing.
 
+Where a key comes from, first found wins: credentials in the endpoint's headers (an
+``Authorization``, ``x-api-key`` or ``api-key`` header, from ``[<family>] headers`` or the
+editor's ``providers/set``: then no key of ours is sent), the environment (the family's
+variables, or ``api-key-env``), the key ``acp-agent login`` stored (:mod:`.credentials`).
+
 Adding an OpenAI-compatible preset is a module like :mod:`.ollama` and a line here.
 """
 
@@ -19,6 +24,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import msgspec
+
+from . import credentials
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -51,7 +58,10 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
     title: str = "OpenAI"
     """The family's name for people ("Ollama"), in error messages."""
     key_env: str | None = None
-    """The variable the key is read from, named when the server rejects it."""
+    """Where the key comes from (a variable, or the stored key's place), named when the
+    server rejects it."""
+    auth_in_headers: bool = False
+    """``headers`` carry the credentials (``api_key`` is then ``None``)."""
 
 
 class ProviderSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,6 +88,10 @@ class ProviderSpec(msgspec.Struct, frozen=True, kw_only=True):
     """Wire APIs ``api`` in the family's section may pick (beside ``"auto"``)."""
     warm: tuple[str, ...] = ()
     """Modules to import ahead of the first prompt (the SDK and the implementation)."""
+    protocol: str = "openai"
+    """The wire protocol it speaks, as ACP names it (``providers/list``: ``LlmProtocol``)."""
+    sdk_base_url: str | None = None
+    """Where the SDK goes when no base URL is set (shown by ``providers/list``)."""
 
 
 def spec(family: str) -> ProviderSpec:
@@ -93,27 +107,70 @@ def split_model(model: str) -> tuple[str, str]:
     return family, name
 
 
-def _key_names(family: ProviderSpec, config: Config) -> tuple[str, ...]:
+AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
+"""Headers that carry credentials (OpenAI and compatibles, Anthropic, Azure)."""
+
+HEADERS = "headers"
+STORED = "stored"
+
+
+def has_auth_header(headers: Mapping[str, str] | None) -> bool:
+    return any(name.lower() in AUTH_HEADERS for name in headers or ())
+
+
+def key_names(family: ProviderSpec, config: Config) -> tuple[str, ...]:
     custom = config.provider_settings(family.name).api_key_env
     return (custom,) if custom else family.key_envs
 
 
+def key_source(config: Config, family: str, env: Mapping[str, str] = os.environ) -> str | None:
+    """Where ``family``'s credential comes from: :data:`HEADERS`, the variable's name,
+    :data:`STORED`; ``None``: nowhere (or the family takes none)."""
+    s = spec(family)
+    names = key_names(s, config)
+    if not names:
+        return None
+    if has_auth_header(config.provider_settings(family).headers):
+        return HEADERS
+    found = next((name for name in names if env.get(name)), None)
+    if found is None and family in credentials.entries(env):
+        return STORED
+    return found
+
+
+def base_url(config: Config, family: str, env: Mapping[str, str] = os.environ) -> str | None:
+    """``family``'s base URL: configuration, then environment, then the family's default
+    (``None``: the SDK's own)."""
+    s = spec(family)
+    env_url = env.get(s.base_url_env) if s.base_url_env else None
+    return config.provider_settings(family).base_url or env_url or s.default_base_url
+
+
 def endpoint(config: Config, family: str, env: Mapping[str, str] = os.environ) -> Endpoint:
-    """The endpoint of ``family``: configuration, then environment, then the default."""
+    """The endpoint of ``family`` (:func:`base_url`), with the key :func:`key_source`
+    finds."""
     s = spec(family)
     settings = config.provider_settings(family)
-    names = _key_names(s, config)
-    env_url = env.get(s.base_url_env) if s.base_url_env else None
+    names = key_names(s, config)
     limits = config.limits
+    source = key_source(config, family, env)
+    key_env: str | None
+    if source == STORED:
+        api_key = credentials.key(family, env)
+        key_env = "acp-agent's credential store (`acp-agent login`)"
+    else:
+        api_key = (env.get(names[0]) or None) if names and source != HEADERS else None
+        key_env = names[0] if names else None
     return Endpoint(
-        api_key=(env.get(names[0]) or None) if names else None,
-        base_url=settings.base_url or env_url or s.default_base_url,
+        api_key=api_key,
+        base_url=base_url(config, family, env),
         timeout=max(settings.timeout, limits.first_event_timeout, limits.idle_timeout),
         connect_timeout=settings.connect_timeout,
         headers=dict(settings.headers),
         family=s.name,
         title=s.title,
-        key_env=names[0] if names else None,
+        key_env=f"the {family} endpoint's headers" if source == HEADERS else key_env,
+        auth_in_headers=source == HEADERS,
     )
 
 
@@ -121,10 +178,11 @@ def missing_key(
     config: Config, model: str | None = None, env: Mapping[str, str] = os.environ
 ) -> str | None:
     """The variable ``model`` (default: the configured one) still needs, or ``None`` when
-    it can run (no key needed, a key present, or a local server by base URL)."""
+    it can run (no key needed, a key found by :func:`key_source`, or a local server by
+    base URL)."""
     family = spec(split_model(model or config.model)[0])
-    names = _key_names(family, config)
-    if not names or any(env.get(name) for name in names):
+    names = key_names(family, config)
+    if not names or key_source(config, family.name, env) is not None:
         return None
     if family.keyless_with_base_url:
         settings = config.provider_settings(family.name)

@@ -5,6 +5,13 @@ task, so a long request never blocks notifications, other requests, or the respo
 our own outgoing requests. Notifications run as tasks too, started in arrival order;
 asyncio runs new tasks first-in first-out, so a handler's code before its first ``await``
 runs before any message that arrived after it.
+
+No input ends :meth:`Connection.serve`. A line that cannot be decoded (invalid UTF-8, a
+lone surrogate escape, malformed JSON, nested deeper than ``outline.MAX_DEPTH``) is
+outlined without recursion: a request gets its error with its ``id`` when the top-level
+``id`` can be read (else ``null``), a notification gets nothing, a response fails the
+request it answers. Anything else that goes wrong while dispatching is logged and, for a
+request, answered with an internal error.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from ..errors import (
     RequestCancelled,
 )
 from .framing import LineSink, LineSource, Oversized
+from .outline import MAX_DEPTH, NESTED, lone_surrogate, outline, too_deep
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -181,7 +189,11 @@ class Connection:
             line = await self._reader.readline()
             if line is None:
                 return
-            self._dispatch(line)
+            try:
+                self._dispatch(line)
+            except Exception:
+                log.exception("cannot dispatch a message")
+                self._dispatch_failed(line)
 
     async def close(self, grace: float = 0.3) -> None:
         """Stop: outgoing requests fail at once, handlers get ``grace`` seconds to answer
@@ -208,21 +220,22 @@ class Connection:
         if isinstance(line, Oversized):
             self._send_error(None, InvalidRequest(f"Message too large ({line.size} bytes)"))
             return
-        if not line.isascii():
+        problem = _undecodable(line)
+        if problem is None:
             try:
-                line.decode("utf-8")  # msgspec does not check the UTF-8 of skipped values
-            except UnicodeDecodeError as exc:
-                self._send_error(
-                    None, ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}")
+                env = _envelope_decoder.decode(line)
+            except msgspec.ValidationError as exc:
+                problem = (
+                    InvalidRequest(f"Invalid request: {exc}")
+                    if line.lstrip().startswith(b"{")
+                    else InvalidRequest("Invalid request: not a JSON object")
                 )
-                return
-        try:
-            env = _envelope_decoder.decode(line)
-        except msgspec.ValidationError:
-            self._send_error(None, InvalidRequest("Invalid request: not a JSON object"))
-            return
-        except msgspec.DecodeError as exc:
-            self._send_error(None, ParseError(f"Parse error: {exc}"))
+            except msgspec.DecodeError as exc:
+                problem = ParseError(_parse_error(line, exc))
+            except RecursionError:  # not expected below MAX_DEPTH; never fatal anyway
+                problem = _TooDeep()
+        if problem is not None:
+            self._unreadable(line, problem)
             return
         has_id = env.id is not UNSET
         if env.method is not UNSET:
@@ -252,6 +265,49 @@ class Connection:
                 env.id if has_id and _valid_id(env.id) else None,
                 InvalidRequest("Invalid request: no method, result or error"),
             )
+
+    def _unreadable(self, line: bytes, problem: AcpError) -> None:
+        """Answer a line that did not decode, by its outline (never by a nested ``id``)."""
+        shape = outline(line)
+        if shape is None:  # not even a complete JSON object
+            self._send_error(None, problem)
+            return
+        if isinstance(problem, _TooDeep) and (where := shape.deepest()) is not None:
+            problem = InvalidRequest(f"{problem.message} - at `$.{where}`")
+        values = shape.values
+        request_id = values.get("id", NESTED)
+        readable_id = request_id if _valid_id(request_id) else None
+        if "method" in values:
+            if "id" in values:
+                self._send_error(readable_id, problem)
+            else:  # a notification: never answered
+                log.warning("unreadable notification ignored", error=problem.message)
+        elif "result" in values or "error" in values:
+            self._fail_pending(request_id, problem)
+        else:
+            self._send_error(readable_id, problem)
+
+    def _fail_pending(self, request_id: Any, problem: AcpError) -> None:
+        """An unreadable response: the request it answers fails (its waiter moves on)."""
+        entry = self._pending.pop(request_id, None) if type(request_id) is int else None
+        if entry is None:
+            log.info("unreadable response", error=problem.message)
+            return
+        fut, _ = entry
+        if not fut.done():
+            fut.set_exception(RemoteError(problem.code, f"Unreadable response: {problem.message}"))
+
+    def _dispatch_failed(self, line: bytes | Oversized) -> None:
+        """``_dispatch`` raised: a request that is not running yet gets an internal error."""
+        try:
+            shape = outline(line) if isinstance(line, bytes) else None
+            if shape is None or "method" not in shape.values:
+                return
+            request_id = shape.values.get("id", NESTED)
+            if _valid_id(request_id) and _key(request_id) not in self._inflight:
+                self._send_error(request_id, InternalError())
+        except Exception:
+            log.exception("cannot answer a message whose dispatch failed")
 
     def _decode_params(self, route: Route[Any], raw: Raw | UnsetType) -> Any:
         dec = self._decoders.get(route.params_type)
@@ -299,7 +355,7 @@ class Connection:
             log.exception("request handler failed", method=_method_of(route, self.routes))
             self._send_error(request_id, InternalError())
         else:
-            self._send(_Result("2.0", request_id, {} if result is None else result))
+            self._send_result(request_id, {} if result is None else result)
         finally:
             self._inflight.pop(key, None)
 
@@ -350,6 +406,17 @@ class Connection:
             self._release()
         self._writer.write_line(self._encoder.encode(message) + b"\n")
 
+    def _send_result(self, request_id: RequestId, result: Any) -> None:
+        try:
+            line = self._encoder.encode(_Result("2.0", request_id, result))
+        except Exception:  # a handler returned something that is not JSON
+            log.exception("cannot encode a result")
+            self._send_error(request_id, InternalError())
+        else:
+            if self._held is not None:
+                self._release()
+            self._writer.write_line(line + b"\n")
+
     def _send_error(self, request_id: RequestId, exc: AcpError) -> None:
         self._send(_Error("2.0", request_id, exc.to_dict()))
 
@@ -389,9 +456,12 @@ class Connection:
             line = self._encoder.encode(_Notification("2.0", held[0], params)) + b"\n"
             self._writer.write_line(line)
 
-    async def request(self, method: str, params: Any, result_type: type[R]) -> R:
+    async def request(
+        self, method: str, params: Any, result_type: type[R], *, cancel_remote: bool = True
+    ) -> R:
         """Send a request and wait for its result; a cancel of the waiter is passed on to
-        the peer with ``$/cancel_request``."""
+        the peer with ``$/cancel_request`` (unless ``cancel_remote`` is off: the peer ends
+        such a request by itself, e.g. a permission question after ``session/cancel``)."""
         if self._closing:
             raise ConnectionClosed("connection closed")
         request_id = next(self._ids)
@@ -401,7 +471,8 @@ class Connection:
         try:
             raw = await fut
         except asyncio.CancelledError:
-            if self._pending.pop(request_id, None) is not None and not self._closed:
+            abandoned = self._pending.pop(request_id, None) is not None
+            if abandoned and cancel_remote and not self._closed:
                 self._send(_Notification("2.0", CANCEL_REQUEST, {"requestId": request_id}))
             raise
         dec = self._decoders.get(result_type)
@@ -433,6 +504,30 @@ class Connection:
         else:
             assert not isinstance(env.result, UnsetType)
             fut.set_result(env.result)
+
+
+class _TooDeep(InvalidRequest):
+    default_message = f"Invalid request: nested more than {MAX_DEPTH} levels deep"
+
+
+def _undecodable(line: bytes) -> AcpError | None:
+    """Why ``line`` must not go to the decoder: bytes that are not UTF-8 (msgspec does
+    not check the UTF-8 of the values it skips), or nesting beyond ``MAX_DEPTH``."""
+    if not line.isascii():
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}")
+    if too_deep(line):
+        return _TooDeep()
+    return None
+
+
+def _parse_error(line: bytes, exc: msgspec.DecodeError) -> str:
+    surrogate = lone_surrogate(line)
+    if surrogate is not None:  # msgspec calls it "truncated" when the value is skipped
+        return f"Parse error: lone surrogate escape {surrogate[1]} at byte {surrogate[0]}"
+    return f"Parse error: {exc}"
 
 
 def _method_of(route: Route[Any], routes: Mapping[str, Route[Any]]) -> str:

@@ -158,8 +158,10 @@ class PipeWriter:
     stream costs one system call per read from the model, not one per line, and no line
     waits longer than the code that wrote it. Bytes the pipe does not take at once wait
     in a buffer that the loop flushes when the pipe is writable; ``drain`` waits while
-    that buffer is large (a slow reader). On close, if the peer stops reading, the line
-    that was cut mid-way is still completed, so the peer only ever sees whole lines.
+    that buffer is large (a slow reader). On close, what the peer has not read within
+    the timeout is dropped, except the rest of the line that was cut mid-way: that is
+    always written (blocking until the peer reads it or closes the pipe, however slow it
+    is), so the peer only ever sees whole lines.
     """
 
     def __init__(self, file: IO[bytes]) -> None:
@@ -175,6 +177,7 @@ class PipeWriter:
         self._flushed = asyncio.Event()
         self._flushed.set()
         self._closed = False
+        self._mid_line = False  # the peer has the start of a line, not yet its end
 
     def write_line(self, line: bytes) -> None:
         if self._closed:
@@ -204,6 +207,7 @@ class PipeWriter:
                 return
             if n == len(data):
                 return
+            self._mid_line = n > 0 and data[n - 1] != 0x0A
             self._buf += memoryview(data)[n:]
             self._flushed.clear()
             self._loop.add_writer(self._fd, self._on_writable)
@@ -220,6 +224,8 @@ class PipeWriter:
         except OSError:
             self._closed = True
             n = len(self._buf)
+        if n:
+            self._mid_line = self._buf[n - 1] != 0x0A
         del self._buf[:n]
         if len(self._buf) < _HIGH_WATER // 4:
             self._can_write.set()
@@ -246,21 +252,17 @@ class PipeWriter:
         self._file.close()  # a child reading the other end sees end of input
 
     def _finish_cut_line(self) -> None:
-        """Write up to the end of the line that is partly out (blocking, bounded)."""
-        import select
-
-        rest = self._buf[: self._buf.find(b"\n") + 1]
-        deadline = self._loop.time() + 2.0
-        while rest and self._loop.time() < deadline:
-            if not select.select([], [self._fd], [], 0.1)[1]:
-                continue
-            try:
-                n = os.write(self._fd, rest)
-            except BlockingIOError:
-                continue
-            except OSError:
-                return
-            del rest[:n]
+        """Write up to the end of the line that is partly out: blocking, until the peer
+        has taken it or has closed the pipe (no time limit: a busy peer is still a peer)."""
+        if not self._mid_line:
+            return
+        rest = memoryview(bytes(self._buf[: self._buf.find(b"\n") + 1]))
+        os.set_blocking(self._fd, True)
+        try:
+            while rest:
+                rest = rest[os.write(self._fd, rest) :]
+        except OSError:  # the peer closed the pipe: it sees no more lines at all
+            pass
 
 
 class FdWriter:

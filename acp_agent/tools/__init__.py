@@ -32,6 +32,7 @@ BUILTIN: tuple[str, ...] = (
     "plan.UpdatePlan",
     "plan.WritePlan",
     "plan.DiscardPlan",
+    "ask.AskUser",
 )
 
 

@@ -81,6 +81,8 @@ async def read_text(ctx: ToolContext, path: str, *, missing_ok: bool = False) ->
     about to be overwritten) it returns ``None`` instead and falls back to the disk when
     the editor fails.
     """
+    if missing_ok and not await asyncio.to_thread(os.path.lexists, ctx.real(path)):
+        return None  # a new file: never ask the editor for what does not exist (it logs errors)
     if ctx.client.allows("fs/read_text_file"):
         try:
             response = await ctx.client.call(

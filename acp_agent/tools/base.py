@@ -49,6 +49,8 @@ class ToolContext:
     the turn passes it without the agent's secrets (see ``childenv``)."""
     images: bool = False
     """The model accepts images (read_file returns an image as one)."""
+    prepared: Any = None
+    """What ``Tool.prepare`` worked out for this call (its ``Preview.state``)."""
     checked: dict[str, str] = field(default_factory=dict)
     """Each path the permission policy judged -> the real path it judged (symlinks
     resolved once): the tool operates on that, not on a fresh resolution."""
@@ -99,6 +101,18 @@ class CallInfo:
     locations: tuple[t.ToolCallLocation, ...] = ()
     command: str | None = None
     """The command line it runs, if it runs one (an "always" answer covers exactly it)."""
+    content: tuple[Any, ...] = ()
+    """What the user is shown before approving (``Tool.prepare``'s preview: a diff)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """What a call will do, worked out before it is approved: ``content`` (ACP tool-call
+    content, e.g. the diff) is shown with the permission question; ``state`` reaches
+    ``run`` as ``ToolContext.prepared`` (so the change approved is the change made)."""
+
+    content: list[Any] = field(default_factory=list)
+    state: Any = None
 
 
 @dataclass(slots=True)
@@ -131,6 +145,16 @@ class Tool(Protocol):
         ...
 
     def describe(self, args: Any, ctx: ToolContext) -> CallInfo: ...
+
+    def describe_partial(self, members: Mapping[str, Any], ctx: ToolContext) -> CallInfo | None:
+        """What :meth:`describe` will say, from the members of the arguments the model has
+        completed so far (it is still writing the rest); ``None`` until that is known."""
+        ...
+
+    async def prepare(self, args: Any, ctx: ToolContext) -> Preview | None:
+        """Work out the change before it is approved (``None``: nothing to show);
+        raises :class:`ToolError` for a call that cannot succeed."""
+        ...
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutput: ...
 
@@ -168,13 +192,16 @@ A = TypeVar("A", bound=Arguments)
 
 class BuiltinTool(Generic[A]):
     """A tool described by class attributes: ``name``, ``description``, ``kind``,
-    ``arguments`` (its :class:`Arguments` type) and ``concurrent``."""
+    ``arguments`` (its :class:`Arguments` type), ``concurrent`` and ``streamed``."""
 
     name: str
     description: str
     kind: ToolKind
     arguments: type[A]
     concurrent: bool = False
+    streamed: tuple[str, ...] = ()
+    """Bulky string arguments (a file's content) that :meth:`describe` never reads: while
+    the model is still writing them, the call is described without them."""
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
@@ -188,6 +215,15 @@ class BuiltinTool(Generic[A]):
         except msgspec.ValidationError as exc:
             raise ToolError(f"invalid arguments: {exc}. {self.usage()}") from None
 
+    def describe_partial(self, members: Mapping[str, Any], ctx: ToolContext) -> CallInfo | None:
+        given = {k: v for k, v in members.items() if v is not None}
+        for name in self.streamed:
+            given.setdefault(name, "\u2026")  # a stand-in (non-empty) that describe never reads
+        try:
+            return self.describe(msgspec.convert(given, self.arguments, strict=False), ctx)
+        except (msgspec.ValidationError, ToolError, ValueError, TypeError, KeyError):
+            return None  # a required member is still being written, or it is wrong
+
     def usage(self) -> str:
         """One line naming the parameters, for error messages."""
         schema = self.spec.parameters
@@ -197,6 +233,9 @@ class BuiltinTool(Generic[A]):
 
     def describe(self, args: A, ctx: ToolContext) -> CallInfo:
         raise NotImplementedError
+
+    async def prepare(self, args: A, ctx: ToolContext) -> Preview | None:
+        return None
 
     async def run(self, args: A, ctx: ToolContext) -> ToolOutput:
         raise NotImplementedError
@@ -214,7 +253,11 @@ def json_schema(arguments: type[Arguments]) -> dict[str, Any]:
             ref = node.get("$ref")
             if isinstance(ref, str) and ref.startswith("#/$defs/"):
                 return inline(defs[ref[len("#/$defs/") :]])
-            out = {k: inline(v) for k, v in node.items() if k != "title"}
+            out = {
+                k: named(v) if k == "properties" else inline(v)
+                for k, v in node.items()
+                if k not in ("title", "discriminator")  # msgspec's (its mapping holds $refs)
+            }
             enum = out.get("enum")
             if isinstance(enum, list) and all(isinstance(e, str) for e in enum):
                 out.setdefault("type", "string")
@@ -222,6 +265,12 @@ def json_schema(arguments: type[Arguments]) -> dict[str, Any]:
         if isinstance(node, list):
             return [inline(v) for v in node]
         return node
+
+    def named(node: Any) -> Any:
+        """A ``properties`` mapping: its keys are names (a field may be called "title")."""
+        if isinstance(node, dict):
+            return {k: inline(v) for k, v in node.items()}
+        return inline(node)
 
     schema: dict[str, Any] = inline(full)
     schema.pop("$defs", None)

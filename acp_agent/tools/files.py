@@ -20,7 +20,7 @@ from ..protocol import types as t
 from . import images, matching
 from ._common import PathArg, read_text, write_text
 from ._safe import open_checked
-from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
+from .base import Arguments, BuiltinTool, CallInfo, Preview, ToolContext, ToolKind, ToolOutput
 from .budget import (
     EDIT_SNIPPET_LINES,
     IMAGE_MAX_BYTES,
@@ -35,7 +35,7 @@ from .budget import (
     read_window,
     size,
 )
-from .textcodec import SNIFF_BYTES, decode, is_binary, visible
+from .textcodec import SNIFF_BYTES, Decoded, decode, is_binary, visible
 
 #: Files up to this size are read whole (and their lines counted); larger ones streamed.
 WHOLE_READ_MAX = 8 * 1024 * 1024
@@ -230,6 +230,7 @@ class WriteFile(BuiltinTool[WriteFileArgs]):
     name = "write_file"
     kind: ToolKind = "edit"
     arguments = WriteFileArgs
+    streamed = ("content",)
     description = (
         "Create or overwrite a file with the given text, written as UTF-8 (parent "
         "directories are created). Prefer edit_file for changes to existing files."
@@ -240,10 +241,17 @@ class WriteFile(BuiltinTool[WriteFileArgs]):
         return CallInfo(f"Write {ctx.display(path)}", "write", (path,),
                         (t.ToolCallLocation(path=path),))
 
+    async def prepare(self, args: WriteFileArgs, ctx: ToolContext) -> Preview:
+        path = ctx.resolve(args.path)
+        old = await read_text(ctx, path, missing_ok=True)
+        diff = t.Diff(path=path, old_text=_old_text(old), new_text=args.content)
+        return Preview([diff], _Read(old))
+
     async def run(self, args: WriteFileArgs, ctx: ToolContext) -> ToolOutput:
         path = ctx.resolve(args.path)
         content = args.content
-        old = await read_text(ctx, path, missing_ok=True)
+        read = ctx.prepared
+        old = read.old if isinstance(read, _Read) else await read_text(ctx, path, missing_ok=True)
         await write_text(ctx, path, content)
         lines = len(_split_lines(content))
         shown = ctx.display(path)
@@ -252,14 +260,25 @@ class WriteFile(BuiltinTool[WriteFileArgs]):
             text += f" It replaced a binary file of {size(old.size)}."
         elif old is not None and not old.plain:
             text += f" The old content was {old.describe()}; the new content is UTF-8."
-        old_text = None if old is None else (
-            f"(binary file, {size(old.size)})" if old.binary else old.shown())
         return ToolOutput(
             text=text,
-            content=[t.Diff(path=path, old_text=old_text, new_text=content)],
+            content=[t.Diff(path=path, old_text=_old_text(old), new_text=content)],
             raw_output={"path": path, "created": old is None, "lines": lines},
             locations=[t.ToolCallLocation(path=path, line=1)],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A file's content as ``prepare`` read it (``None``: it did not exist)."""
+
+    old: Decoded | None
+
+
+def _old_text(old: Decoded | None) -> str | None:
+    if old is None:
+        return None
+    return f"(binary file, {size(old.size)})" if old.binary else old.shown()
 
 
 class EditFileArgs(Arguments):
@@ -275,6 +294,7 @@ class EditFile(BuiltinTool[EditFileArgs]):
     name = "edit_file"
     kind: ToolKind = "edit"
     arguments = EditFileArgs
+    streamed = ("old_string", "new_string")
     description = (
         "Replace text in a file. old_string should match exactly and be unique (include "
         "surrounding lines) unless replace_all is true. If it matches only with different "
@@ -287,7 +307,8 @@ class EditFile(BuiltinTool[EditFileArgs]):
         return CallInfo(f"Edit {ctx.display(path)}", "write", (path,),
                         (t.ToolCallLocation(path=path),))
 
-    async def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolOutput:
+    async def prepare(self, args: EditFileArgs, ctx: ToolContext) -> Preview:
+        """The edit, worked out (and refused, if it cannot be made) before approval."""
         path = ctx.resolve(args.path)
         if args.old_string == args.new_string:
             raise ToolError("old_string and new_string are identical; nothing to change")
@@ -299,6 +320,16 @@ class EditFile(BuiltinTool[EditFileArgs]):
                             "text only.")
         edit = matching.apply(file.text, args.old_string, args.new_string,
                               replace_all=args.replace_all, name=shown)
+        diff = t.Diff(path=path, old_text=file.shown(), new_text=visible(edit.content))
+        return Preview([diff], (file, edit))
+
+    async def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolOutput:
+        path = ctx.resolve(args.path)
+        prepared = ctx.prepared
+        if not isinstance(prepared, tuple):
+            prepared = (await self.prepare(args, ctx)).state
+        file, edit = prepared
+        shown = ctx.display(path)
         await write_text(ctx, path, edit.content, file)
         n, line = edit.count, edit.line
         text = f"Edited {shown}: replaced {plural(n, 'occurrence')} (first at line {line})."

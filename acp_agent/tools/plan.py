@@ -102,6 +102,7 @@ class WritePlan(BuiltinTool[WritePlanArgs]):
     name = "write_plan"
     kind: ToolKind = "think"
     arguments = WritePlanArgs
+    streamed = ("content",)
     description = (
         "Write or revise the plan document for the task, in Markdown (it replaces the "
         "previous version). Use checklist items (- [ ] step) for the steps. In plan mode, "

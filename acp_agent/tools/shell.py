@@ -58,17 +58,44 @@ async def _pump(stream: asyncio.StreamReader, capture: HeadTail) -> None:
         capture.feed(chunk)
 
 
+#: Cleanups of commands whose call was cancelled while they started (see run_local).
+_background: set[asyncio.Task[None]] = set()
+
+
+def _kill_when_started(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """The call was cancelled while ``spawn`` was starting the command (the shell may
+    already be running it): once it has started, kill its whole process group."""
+
+    async def kill() -> None:
+        try:
+            proc = await spawn
+        except Exception:  # it did not start
+            return
+        _signal_group(proc.pid, signal.SIGKILL)
+        await _exited(proc)
+
+    task = asyncio.ensure_future(kill())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
 async def run_local(
     command: str, cwd: str, timeout: float, env: Mapping[str, str] | None = None
 ) -> CommandResult:
     if not os.path.isdir(cwd):
         raise ToolError(f"working directory not found: {cwd}")
+    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+        "/bin/sh", "-c", command, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True, env=env,
+    ))
     try:
-        proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", command, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True, env=env,
-        )
+        proc = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        # Cancelled while starting: asyncio would kill the shell alone, leaving what it
+        # had already started running. Let it start, then kill the whole group.
+        _kill_when_started(spawn)
+        raise
     except OSError as exc:
         raise ToolError(f"cannot start the command: {exc}") from None
     assert proc.stdout is not None

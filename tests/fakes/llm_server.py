@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, TypeAlias
 
+from ..limits import WAIT
 from .api_rules import violation
 from .llm_billing import Bill, Billing, cache_control_error
 from .llm_responses import ResponsesState, check
@@ -233,6 +234,7 @@ class FakeLLMServer:
         self.responder: Callable[[RecordedRequest], Response | None] | None = None
         """Answers a request by its content before the queue is asked (``None``: the
         queue answers), e.g. every summary request of a long session."""
+        self._arrived = asyncio.Event()
 
     @property
     def url(self) -> str:
@@ -246,6 +248,16 @@ class FakeLLMServer:
 
     def enqueue(self, *responses: Response) -> None:
         self._queue.extend(responses)
+
+    async def wait_for_requests(self, n: int = 1, timeout: float = WAIT) -> None:
+        """Wait until ``n`` requests have arrived (recorded in ``requests``)."""
+
+        async def arrived() -> None:
+            while len(self.requests) < n:
+                self._arrived.clear()
+                await self._arrived.wait()
+
+        await asyncio.wait_for(arrived(), timeout)
 
     async def start(self) -> FakeLLMServer:
         if self._sock is not None:  # bound, refusing connections until now
@@ -283,6 +295,7 @@ class FakeLLMServer:
                 else:
                     if self.record:
                         self.requests.append(req)
+                        self._arrived.set()
                     resp = self._rejected(req)
                     if resp is None and path.endswith("/responses"):
                         refused = check(req.body, self.responses)
@@ -292,6 +305,7 @@ class FakeLLMServer:
                         resp = self.responder(req)
                     if resp is None:
                         resp = self._queue.popleft() if self._queue else self.default
+                assert resp is not None
                 if not await self._respond(req, resp, reader, writer):
                     break
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -353,8 +367,8 @@ class FakeLLMServer:
             await writer.drain()
             return True
         if isinstance(resp, Frames):
-            head = _SSE_HEAD.replace(b"text/event-stream", resp.content_type.encode())
-            writer.write(head + b"".join(map(_chunk, resp.frames)) + b"0\r\n\r\n")
+            sse_head = _SSE_HEAD.replace(b"text/event-stream", resp.content_type.encode())
+            writer.write(sse_head + b"".join(map(_chunk, resp.frames)) + b"0\r\n\r\n")
             await writer.drain()
             return True
         events = self._events(vendor, resp.steps, model, req.body, resp.done)

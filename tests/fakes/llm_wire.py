@@ -369,7 +369,7 @@ def responses_events(steps: list[Step], model: str, issuer: Issuer) -> list[byte
                        "role": "assistant", "content": []})  # fmt: skip
         field = "text" if kind == "output_text" else "refusal"
         if part is None or part["type"] != kind:
-            extra = {"annotations": []} if kind == "output_text" else {}
+            extra: dict[str, Any] = {"annotations": []} if kind == "output_text" else {}
             open_part("message", {"type": kind, field: "", **extra})
         assert item is not None and part is not None
         part[field] += text

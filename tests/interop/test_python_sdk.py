@@ -14,37 +14,48 @@ import asyncio
 import json
 import logging
 import os
+import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import acp
 import pytest
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
+    AgentCapabilities,
     AllowedOutcome,
+    AuthCapabilities,
+    AuthMethodAgent,
     ClientCapabilities,
     DeniedOutcome,
+    DisableProviderResponse,
     FileSystemCapabilities,
     Implementation,
+    ListProvidersResponse,
+    LogoutResponse,
     PermissionOption,
     RequestPermissionResponse,
+    SetProviderResponse,
+    TerminalAuthMethod,
     ToolCallUpdate,
 )
 
-from ..harness import ROOT
+from ..fakes.llm_server import FakeLLMServer, Finish, Reply, Text
+from ..harness import ROOT, agent_env, coverage_env
+from ..limits import WAIT
 from ..schema_check import SchemaChecker
 
 LINE_LIMIT = 64 * 1024 * 1024  # the SDK default (64 KiB) is too small for real tool output
-STEP_TIMEOUT = 8.0
+STEP_TIMEOUT = WAIT
 NEVER = "NEVER-REACHED-AFTER-CANCEL"
 TURN_BOUND_KINDS = ("agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update")
 SCRIPT = [
     [{"thinking": "The user greets me."}, {"text": "Hello from the scripted offline model!"}],
-    [{"text": "partial answer "}, {"sleep": 30}, {"text": NEVER}],
+    [{"text": "partial answer "}, {"hang": True}, {"text": NEVER}],
     [{"text": "Still here after the cancel."}],
 ]
 
@@ -107,12 +118,14 @@ class SdkAgent:
 
 @asynccontextmanager
 async def sdk_agent(
-    checker: SchemaChecker, tmp_path: Path, state_dir: str, script: Any = None
+    checker: SchemaChecker, tmp_path: Path, state_dir: str, script: Any = None,
+    args: tuple[str, ...] = (),
 ) -> AsyncIterator[SdkAgent]:
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(ROOT),
         "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),  # no user config leaks in
+        **coverage_env(),
     }
     if script is not None:
         script_path = tmp_path / "script.json"
@@ -128,18 +141,29 @@ async def sdk_agent(
     with open(stderr_path, "wb") as stderr:
         agent: SdkAgent | None = None
         try:
+            # the SDK calls only the two methods the agent uses
             async with acp.spawn_agent_process(
-                client, sys.executable, "-m", "acp_agent", "--state-dir", state_dir,
-                env=env, cwd=tmp_path,
-                transport_kwargs={"limit": LINE_LIMIT, "stderr": stderr.fileno(),
-                                  "shutdown_timeout": 5.0},
+                cast(acp.Client, client),
+                sys.executable,
+                "-m",
+                "acp_agent",
+                "--state-dir",
+                state_dir,
+                *args,
+                env=env,
+                cwd=tmp_path,
+                transport_kwargs={
+                    "limit": LINE_LIMIT,
+                    "stderr": stderr.fileno(),
+                    "shutdown_timeout": WAIT,
+                },
                 observers=[events.append],
             ) as (conn, process):
                 agent = SdkAgent(conn, process, client, events, str(workspace), stderr_path)
                 yield agent
         finally:
             replay(checker, events)
-    # Closing stdin (the SDK does on exit) must make the agent exit promptly and cleanly.
+    # Closing stdin (the SDK does on exit) must make the agent exit by itself, cleanly.
     assert agent is not None
     assert agent.process.returncode == 0, (
         f"agent exit status {agent.process.returncode} after stdin EOF; stderr:\n"
@@ -166,7 +190,7 @@ def replay(checker: SchemaChecker, events: list[StreamEvent]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def no_sdk_errors(caplog: pytest.LogCaptureFixture):
+def no_sdk_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     caplog.set_level(logging.WARNING)
     yield
     bad = [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -246,8 +270,8 @@ async def test_python_sdk_prompt_cancel_and_recover(
                 "the first chunk of the long turn",
             )
             await agent.conn.cancel(session_id=sid)
-            # The script sleeps 30 s: only the cancel can end this turn in time.
-            second = await asyncio.wait_for(asyncio.shield(task), 5.0)
+            # The script hangs: only the cancel can end this turn.
+            second = await asyncio.wait_for(asyncio.shield(task), STEP_TIMEOUT)
         finally:
             if not task.done():
                 task.cancel()
@@ -314,3 +338,72 @@ async def test_python_sdk_permission_round_trip(
         if m.get("method") == "session/request_permission":
             outcome = answers[m["id"]]["result"]["outcome"]
             assert outcome["outcome"] == "selected" and outcome["optionId"], outcome
+
+
+async def test_python_sdk_sign_in_logout_and_provider_routing(
+    checker: SchemaChecker, tmp_path: Path, state_dir: str
+) -> None:
+    """A key stored by ``acp-agent login`` signs the SDK client in; ``logout`` signs it
+    out; ``providers/*`` route the model through the client's endpoint. The SDK (0.12) has
+    the types of these methods but no calls for them: they go through its connection's
+    ``send_request`` and come back through its models."""
+    stored = subprocess.run(
+        [sys.executable, "-m", "acp_agent", "login", "--provider", "openai", "--key-from-stdin",
+         "--store", "file"], input="sk-stored-by-login\n", text=True, capture_output=True,
+        env=agent_env({"XDG_CONFIG_HOME": str(tmp_path / "xdg-config")}), timeout=30)  # fmt: skip
+    assert stored.returncode == 0, stored.stderr
+    async with FakeLLMServer() as server, sdk_agent(
+        checker, tmp_path, state_dir, args=("--model", "openai:gpt-4.1")
+    ) as agent:
+        server.enqueue(Reply([Text("routed"), Finish("stop")]))
+        conn, raw = agent.conn, agent.conn._conn
+        init = await asyncio.wait_for(conn.initialize(
+            protocol_version=acp.PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(auth=AuthCapabilities(terminal=True)),
+            client_info=Implementation(name="acp-agent-interop-py", version="0"),
+        ), STEP_TIMEOUT)  # fmt: skip
+        caps = init.agent_capabilities
+        assert isinstance(caps, AgentCapabilities) and caps.providers is not None
+        assert caps.auth is not None and caps.auth.logout is not None
+        api, terminal = init.auth_methods or []
+        assert isinstance(api, AuthMethodAgent) and isinstance(terminal, TerminalAuthMethod)
+        assert terminal.args == ["login"]
+        await asyncio.wait_for(conn.authenticate(method_id=api.id), STEP_TIMEOUT)
+        assert (await conn.new_session(cwd=agent.workspace, mcp_servers=[])).session_id
+
+        LogoutResponse.model_validate(await raw.send_request("logout", {}))
+        with pytest.raises(acp.RequestError) as refused:
+            await conn.new_session(cwd=agent.workspace, mcp_servers=[])
+        assert refused.value.code == -32000
+
+        listed = ListProvidersResponse.model_validate(await raw.send_request("providers/list", {}))
+        by_id = {p.provider_id: p for p in listed.providers}
+        assert by_id["openai"].required and by_id["openai"].current is not None
+        assert by_id["openai"].current.base_url == "https://api.openai.com/v1"
+        with pytest.raises(acp.RequestError) as bad:
+            await raw.send_request("providers/set", {
+                "providerId": "openai", "apiType": "openai", "baseUrl": "ftp://x"})
+        assert bad.value.code == -32602
+        with pytest.raises(acp.RequestError) as required:
+            await raw.send_request("providers/disable", {"providerId": "openai"})
+        assert required.value.code == -32602
+        DisableProviderResponse.model_validate(
+            await raw.send_request("providers/disable", {"providerId": "anthropic"}))
+        SetProviderResponse.model_validate(await raw.send_request("providers/set", {
+            "providerId": "openai", "apiType": "openai", "baseUrl": server.openai_url,
+            "headers": {"Authorization": "Bearer py-editor"}}))  # fmt: skip
+        listed = ListProvidersResponse.model_validate(await raw.send_request("providers/list", {}))
+        by_id = {p.provider_id: p for p in listed.providers}
+        assert by_id["anthropic"].current is None
+        assert by_id["openai"].current is not None
+        assert by_id["openai"].current.base_url == server.openai_url
+
+        sid = (await conn.new_session(cwd=agent.workspace, mcp_servers=[])).session_id
+        assert (await prompt(agent, sid, "hi")).stop_reason == "end_turn"
+        assert agent.client.text() == "routed"
+        (request,) = server.requests
+        assert request.headers["authorization"] == "Bearer py-editor"
+        # Asked last, so no auth/status_update follows (this SDK would not know it).
+        status = await raw.send_request("auth/status", {})
+        assert status == {"state": "authenticated", "accounts": [
+            {"label": "OpenAI: credentials in its endpoint's headers", "active": True}]}

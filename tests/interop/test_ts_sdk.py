@@ -8,6 +8,7 @@ in both directions below the SDK; each agent line is replayed here through the s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -17,13 +18,15 @@ from typing import Any
 
 import pytest
 
+from ..fakes.llm_server import FakeLLMServer, Finish, Reply, Text
 from ..harness import agent_env
+from ..limits import WAIT, limit
 from ..schema_check import SchemaChecker
 
 HERE = Path(__file__).resolve().parent
 CLIENT = HERE / "ts_client.mjs"
 SDK_DIR = HERE / "node_modules" / "@agentclientprotocol" / "sdk"
-RUN_TIMEOUT = 30.0
+RUN_TIMEOUT = limit(90)  # the whole scenario; each step is bounded by WAIT
 
 
 def _require_client() -> str:
@@ -37,19 +40,27 @@ def _require_client() -> str:
     return node
 
 
+def _command(tmp_path: Path, state_dir: str, scenario: str, *agent_args: str) -> list[str]:
+    node = _require_client()
+    return [
+        node, str(CLIENT), "--scenario", scenario, "--raw-log", str(_raw_log(tmp_path, scenario)),
+        "--timeout-ms", str(int((RUN_TIMEOUT - limit(5)) * 1000)),
+        "--step-timeout-ms", str(int(WAIT * 1000)), "--",
+        sys.executable, "-m", "acp_agent", "--state-dir", state_dir, *agent_args,
+    ]
+
+
+def _raw_log(tmp_path: Path, scenario: str) -> Path:
+    return tmp_path / f"raw-{scenario}.jsonl"
+
+
 def run_ts_client(
     checker: SchemaChecker, tmp_path: Path, state_dir: str, scenario: str
 ) -> dict[str, Any]:
     """Run one scenario of ts_client.mjs against the agent; replay its raw lines."""
-    node = _require_client()
-    raw_log = tmp_path / f"raw-{scenario}.jsonl"
     xdg = tmp_path / "xdg-config"
     xdg.mkdir(exist_ok=True)
-    cmd = [
-        node, str(CLIENT), "--scenario", scenario, "--raw-log", str(raw_log),
-        "--timeout-ms", str(int((RUN_TIMEOUT - 5) * 1000)), "--",
-        sys.executable, "-m", "acp_agent", "--state-dir", state_dir,
-    ]
+    cmd = _command(tmp_path, state_dir, scenario)
     try:
         proc = subprocess.run(
             cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=tmp_path,
@@ -58,20 +69,46 @@ def run_ts_client(
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"ts_client.mjs did not finish within {RUN_TIMEOUT} s\n"
                     f"stdout: {exc.stdout!r}\nstderr: {exc.stderr!r}")
+    return _summary(checker, _raw_log(tmp_path, scenario), proc.returncode, proc.stdout,
+                    proc.stderr)
 
+
+async def run_ts_client_async(
+    checker: SchemaChecker, tmp_path: Path, state_dir: str, scenario: str, *agent_args: str,
+    env: dict[str, str],
+) -> dict[str, Any]:
+    """:func:`run_ts_client` while this event loop serves (a fake model server, say)."""
+    proc = await asyncio.create_subprocess_exec(
+        *_command(tmp_path, state_dir, scenario, *agent_args), cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=agent_env(env))
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT)
+    except TimeoutError:
+        proc.kill()
+        out, err = await proc.communicate()
+        pytest.fail(f"ts_client.mjs did not finish within {RUN_TIMEOUT} s\n"
+                    f"stdout: {out!r}\nstderr: {err!r}")
+    assert proc.returncode is not None
+    return _summary(checker, _raw_log(tmp_path, scenario), proc.returncode, out.decode(),
+                    err.decode())
+
+
+def _summary(
+    checker: SchemaChecker, raw_log: Path, returncode: int, stdout: str, stderr: str
+) -> dict[str, Any]:
     replay_raw_log(checker, raw_log)
 
-    lines = proc.stdout.strip().splitlines()
+    lines = stdout.strip().splitlines()
     try:
         summary: dict[str, Any] = json.loads(lines[-1])
     except (IndexError, ValueError):
-        pytest.fail(f"ts_client.mjs printed no JSON summary (exit {proc.returncode})\n"
-                    f"stdout: {proc.stdout[-3000:]}\nstderr: {proc.stderr[-3000:]}")
-    assert proc.returncode == 0 and summary["ok"], (
-        f"TypeScript SDK client failed (exit {proc.returncode}): "
+        pytest.fail(f"ts_client.mjs printed no JSON summary (exit {returncode})\n"
+                    f"stdout: {stdout[-3000:]}\nstderr: {stderr[-3000:]}")
+    assert returncode == 0 and summary["ok"], (
+        f"TypeScript SDK client failed (exit {returncode}): "
         + json.dumps(summary["errors"], indent=1)
         + f"\nSDK errors: {summary['sdkErrors']}\nagent stderr: {summary['stderrTail']}"
-        + f"\nclient stderr: {proc.stderr[-2000:]}"
+        + f"\nclient stderr: {stderr[-2000:]}"
     )
     assert summary["sdkVersion"] == "2.4.0"
     # Every agent line was seen by the checker (none lost between the tap and here).
@@ -118,8 +155,8 @@ def test_ts_sdk_prompt_cancel_and_recover(
     cancelled = turns["long-cancelled"]
     assert cancelled["text"].startswith("partial answer")
     assert "NEVER-REACHED" not in cancelled["text"]
-    # The script sleeps 30 s after the first chunk: only the cancel ends the turn in time
-    # (the client's own 8 s wait would fail it otherwise), and nothing after the sleep came.
+    # The script hangs after the first chunk: only the cancel can end the turn, and
+    # nothing after the hang came.
 
     after = turns["after-cancel"]
     assert "Still here after the cancel." in after["text"]
@@ -154,5 +191,46 @@ def test_ts_sdk_draft_features(checker: SchemaChecker, tmp_path: Path, state_dir
     drafts = s["drafts"]
     assert drafts["notice"]["severity"] == "warning"
     assert drafts["planUpdate"]["plan"]["content"].startswith("## Plan")
-    assert drafts["compaction"][0] == "compaction_update" and "compaction_summary_chunk" in drafts["compaction"]
+    assert (
+        drafts["compaction"][0] == "compaction_update"
+        and "compaction_summary_chunk" in drafts["compaction"]
+    )
     assert s["sdkErrors"] == []
+
+
+async def test_ts_sdk_sign_in_and_provider_routing(
+    checker: SchemaChecker, tmp_path: Path, state_dir: str
+) -> None:
+    """The unstable client: terminal sign-in offered, auth/status with its updates, logout,
+    providers/list|set|disable, and a prompt through the endpoint the client set."""
+    xdg = tmp_path / "xdg-config"
+    stored = subprocess.run(
+        [sys.executable, "-m", "acp_agent", "login", "--provider", "openai", "--key-from-stdin",
+         "--store", "file"], input="sk-stored-by-login\n", text=True, capture_output=True,
+        env=agent_env({"XDG_CONFIG_HOME": str(xdg)}), timeout=RUN_TIMEOUT)  # fmt: skip
+    assert stored.returncode == 0, stored.stderr
+    async with FakeLLMServer() as server:
+        server.enqueue(Reply([Text("Routed through the editor's endpoint."), Finish("stop")]))
+        s = await run_ts_client_async(
+            checker, tmp_path, state_dir, "auth", "--model", "openai:gpt-4.1",
+            env={"XDG_CONFIG_HOME": str(xdg), "ACP_INTEROP_LLM_URL": server.openai_url})
+    auth = s["auth"]
+    assert auth["capabilities"]["auth"] == {"logout": {}, "status": {}}
+    assert auth["capabilities"]["providers"] == {}
+    assert [m.get("type", "agent") for m in auth["authMethods"]] == ["agent", "terminal"]
+    assert auth["statusBefore"] == {"state": "authenticated", "accounts": [
+        {"label": "OpenAI API key (stored by acp-agent login)", "active": True}]}
+    assert auth["statusAfterLogout"] == {"state": "unauthenticated"}
+    assert [u["state"] for u in auth["statusUpdates"]] == ["unauthenticated", "authenticated"]
+    assert "`$.baseUrl`" in auth["badUrlMessage"]
+    before = {p["providerId"]: p for p in auth["listBefore"]}
+    after = {p["providerId"]: p for p in auth["listAfter"]}
+    assert before["openai"]["required"] and before["openai"]["current"]["baseUrl"] == (
+        "https://api.openai.com/v1")
+    assert after["openai"]["current"] == {"apiType": "openai", "baseUrl": server.openai_url}
+    assert after["anthropic"]["current"] is None
+    (turn,) = s["turns"]
+    assert turn["stopReason"] == "end_turn" and "Routed through" in turn["text"]
+    (request,) = server.requests
+    assert request.headers["authorization"] == "Bearer editor-token"
+    assert json.loads((xdg / "acp-agent/credentials/keys.json").read_text())["providers"] == {}

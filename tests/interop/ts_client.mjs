@@ -2,26 +2,35 @@
 // A real ACP client built with the official TypeScript SDK (@agentclientprotocol/sdk,
 // the `/unstable` entrypoint so draft session updates are parsed, not dropped).
 //
-//   node ts_client.mjs [--scenario full|demo|drafts] [--raw-log FILE] [--timeout-ms N] \
-//        [--] <agent command...>
+//   node ts_client.mjs [--scenario full|demo|drafts|auth] [--raw-log FILE] [--timeout-ms N] \
+//        [--step-timeout-ms N] [--] <agent command...>
 //   e.g. node tests/interop/ts_client.mjs .venv/bin/python -m acp_agent --state-dir /tmp/s
 //
 // Scenarios
 //   full (default): initialize (fs/terminal false, draft capabilities session.notices,
 //     session.compaction, plan, subagents as {}) -> session/new -> prompt "hello" to
-//     completion -> a scripted long-running prompt, session/cancel after its first
+//     completion -> a scripted prompt that never ends, session/cancel after its first
 //     agent_message_chunk, expect stopReason "cancelled" -> another prompt still works ->
 //     session/close. The offline model is driven by a script this file writes and passes
 //     in ACP_AGENT_OFFLINE_SCRIPT.
 //   demo: the built-in demo model (no script); prompt "hello" (the greeting), then
 //     "run echo hi", answering any session/request_permission with allow_once; both
 //     turns must end with end_turn.
+//   auth: sign-in and provider routing, for an agent started with --model openai:gpt-4.1 and
+//     a key already stored by `acp-agent login`: initialize with auth.terminal (the terminal
+//     method is offered, never accepted by authenticate), auth/status, authenticate, logout
+//     (auth/status_update "unauthenticated", session/new -32000), providers/list, invalid
+//     providers/set and providers/disable (-32602), disable anthropic, set openai to the
+//     model server in $ACP_INTEROP_LLM_URL with an Authorization header (update
+//     "authenticated"), then a session whose prompt goes there.
 //
 // Every raw line in both directions is tapped below the SDK (the byte streams handed to
 // ndJsonStream) and appended to --raw-log as JSON lines
 //   {"seq": n, "dir": "agent->client" | "client->agent", "line": "...", "unterminated"?: true}
 // in the order they crossed the pipe, so a schema checker can replay them. A final JSON
-// summary goes to stdout; the exit status is non-zero on any failure.
+// summary goes to stdout; the exit status is non-zero on any failure. --step-timeout-ms
+// bounds each wait (a response, an update, the agent's exit after EOF); --timeout-ms the
+// whole scenario.
 
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -33,7 +42,7 @@ import { tappedStreams } from "./wire_tap.mjs";
 // ------------------------------------------------------------------ arguments
 
 function parseArgs(argv) {
-  const opts = { scenario: "full", rawLog: null, timeoutMs: 20000, command: [] };
+  const opts = { scenario: "full", rawLog: null, timeoutMs: 20000, stepTimeoutMs: 8000, command: [] };
   let i = 0;
   while (i < argv.length) {
     const a = argv[i];
@@ -44,6 +53,7 @@ function parseArgs(argv) {
     if (a === "--scenario") opts.scenario = argv[++i];
     else if (a === "--raw-log") opts.rawLog = argv[++i];
     else if (a === "--timeout-ms") opts.timeoutMs = Number(argv[++i]);
+    else if (a === "--step-timeout-ms") opts.stepTimeoutMs = Number(argv[++i]);
     else break;
     i += 1;
   }
@@ -52,10 +62,10 @@ function parseArgs(argv) {
 }
 
 const opts = parseArgs(process.argv.slice(2));
-if (opts.command.length === 0 || !["full", "demo", "drafts"].includes(opts.scenario)) {
+if (opts.command.length === 0 || !["full", "demo", "drafts", "auth"].includes(opts.scenario)) {
   process.stderr.write(
-    "usage: node ts_client.mjs [--scenario full|demo|drafts] [--raw-log FILE] " +
-      "[--timeout-ms N] [--] <agent command...>\n",
+    "usage: node ts_client.mjs [--scenario full|demo|drafts|auth] [--raw-log FILE] " +
+      "[--timeout-ms N] [--step-timeout-ms N] [--] <agent command...>\n",
   );
   process.exit(2);
 }
@@ -155,8 +165,8 @@ const NEVER = "NEVER-REACHED-AFTER-CANCEL";
 const SCRIPT = [
   // prompt 1 ("hello")
   [{ thinking: "The user greets me." }, { text: "Hello from the scripted offline model!" }],
-  // prompt 2: long-running turn, cancelled after the first chunk
-  [{ text: "partial answer " }, { sleep: 30 }, { text: NEVER }],
+  // prompt 2: a turn that only a cancel can end, cancelled after the first chunk
+  [{ text: "partial answer " }, { hang: true }, { text: NEVER }],
   // prompt 3: the session still works after the cancel
   [{ text: "Still here after the cancel." }],
 ];
@@ -204,6 +214,7 @@ const { agentStdout, agentStdin, flush: flushTaps } = tappedStreams(child, recor
 // ------------------------------------------------------------------ client app
 
 const updates = []; // every session/update params, in order
+const statusUpdates = []; // every auth/status_update params, in order
 const waiters = new Set();
 function notifyWaiters() {
   for (const w of [...waiters]) {
@@ -244,6 +255,10 @@ const app = acp
     if (summary.sessionId && params.sessionId !== summary.sessionId) {
       summary.foreignSessionUpdates += 1;
     }
+    notifyWaiters();
+  })
+  .onNotification(acp.methods.client.auth.statusUpdate, ({ params }) => {
+    statusUpdates.push(params);
     notifyWaiters();
   })
   .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
@@ -316,13 +331,13 @@ async function runTurn(agent, sessionId, name, text, { cancelAfterFirstChunk = f
                 u.update?.sessionUpdate === "agent_message_chunk" &&
                 String(u.update.content?.text ?? "").startsWith("partial"),
             ),
-        8000,
+        opts.stepTimeoutMs,
         `the first agent_message_chunk of turn "${name}"`,
       );
       turn.cancelSentAfterMs = Date.now() - t0;
       await agent.notify(acp.methods.agent.session.cancel, { sessionId });
     }
-    const response = await withTimeout(promptPromise, 8000, `session/prompt of turn "${name}"`);
+    const response = await withTimeout(promptPromise, opts.stepTimeoutMs, `session/prompt of turn "${name}"`);
     turn.stopReason = response?.stopReason ?? null;
     if (cancelAfterFirstChunk) turn.cancelToResponseMs = Date.now() - t0 - turn.cancelSentAfterMs;
   } catch (err) {
@@ -428,13 +443,13 @@ async function scenarioFull(agent) {
 
   check(
     !updates.some((u) => JSON.stringify(u).includes(NEVER)),
-    "the cancelled turn kept streaming: its post-sleep text reached the client",
+    "the cancelled turn kept streaming: the text after its hang reached the client",
   );
 
   try {
     await withTimeout(
       agent.request(acp.methods.agent.session.close, { sessionId: session.sessionId }),
-      5000,
+      opts.stepTimeoutMs,
       "session/close",
     );
     summary.sessionClosed = true;
@@ -474,6 +489,71 @@ async function scenarioDrafts(agent) {
     .map((u) => u.update.status);
   check(statuses.join(",") === "in_progress,completed", `compaction statuses: ${statuses.join(",")}`);
   summary.drafts = { notice: notice?.update ?? null, planUpdate: planUpdate?.update ?? null, compaction: c };
+}
+
+async function expectError(promise, code, what) {
+  try {
+    const result = await promise;
+    fail(`${what}: succeeded (${safeJson(result)}), want error ${code}`);
+    return null;
+  } catch (err) {
+    check(err?.code === code, `${what}: error ${err?.code} ${err?.message}, want ${code}`);
+    return err;
+  }
+}
+
+async function scenarioAuth(agent) {
+  const llmUrl = process.env.ACP_INTEROP_LLM_URL;
+  check(llmUrl, "ACP_INTEROP_LLM_URL is not set");
+  const auth = {};
+  summary.auth = auth;
+  const init = await agent.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: { ...CLIENT_CAPABILITIES, auth: { terminal: true } },
+    clientInfo: { name: "acp-agent-interop-ts", version: summary.sdkVersion ?? "0" },
+  });
+  auth.capabilities = init.agentCapabilities;
+  auth.authMethods = init.authMethods;
+  const terminal = init.authMethods.find((m) => m.type === "terminal");
+  check(terminal && safeJson(terminal.args) === '["login"]', `terminal method: ${safeJson(terminal)}`);
+  await expectError(
+    agent.request(acp.methods.agent.authenticate, { methodId: terminal?.id ?? "login" }),
+    -32602, "authenticate with the terminal method");
+
+  auth.statusBefore = await agent.request(acp.methods.agent.auth.status, {});
+  await agent.request(acp.methods.agent.authenticate, { methodId: "api-key" });
+  await agent.request(acp.methods.agent.logout, {});
+  await waitFor(() => statusUpdates.some((u) => u.state === "unauthenticated"), 5000,
+    "auth/status_update unauthenticated after logout");
+  auth.statusAfterLogout = await agent.request(acp.methods.agent.auth.status, {});
+  await expectError(agent.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] }),
+    -32000, "session/new after logout");
+
+  auth.listBefore = (await agent.request(acp.methods.agent.providers.list, {})).providers;
+  const bad = await expectError(agent.request(acp.methods.agent.providers.set, {
+    providerId: "openai", apiType: "openai", baseUrl: "not a url",
+  }), -32602, "providers/set with a bad URL");
+  auth.badUrlMessage = bad?.message ?? null;
+  await expectError(agent.request(acp.methods.agent.providers.set, {
+    providerId: "nope", apiType: "openai", baseUrl: llmUrl,
+  }), -32602, "providers/set of an unknown provider");
+  await expectError(agent.request(acp.methods.agent.providers.disable, { providerId: "openai" }),
+    -32602, "providers/disable of the required provider");
+  await agent.request(acp.methods.agent.providers.disable, { providerId: "anthropic" });
+  await agent.request(acp.methods.agent.providers.set, {
+    providerId: "openai", apiType: "openai", baseUrl: llmUrl,
+    headers: { Authorization: "Bearer editor-token" },
+  });
+  await waitFor(() => statusUpdates.at(-1)?.state === "authenticated", 5000,
+    "auth/status_update authenticated after providers/set");
+  auth.listAfter = (await agent.request(acp.methods.agent.providers.list, {})).providers;
+
+  const session = await agent.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+  summary.sessionId = session.sessionId;
+  const turn = await runTurn(agent, session.sessionId, "routed", "hello");
+  attributeTurns();
+  check(turn.stopReason === "end_turn", `turn routed: stopReason ${turn.stopReason}`);
+  auth.statusUpdates = statusUpdates;
 }
 
 async function scenarioDemo(agent) {
@@ -526,11 +606,13 @@ async function finish(killNow = false) {
       // already closed
     }
   }
-  let exit = await withTimeout(childExited, killNow ? 10 : 5000, "agent exit after stdin EOF").catch(
-    () => null,
-  );
+  let exit = await withTimeout(
+    childExited,
+    killNow ? 10 : opts.stepTimeoutMs,
+    "agent exit after stdin EOF",
+  ).catch(() => null);
   if (exit === null) {
-    if (!killNow) fail("agent did not exit within 5 s of stdin EOF");
+    if (!killNow) fail(`agent did not exit within ${opts.stepTimeoutMs} ms of stdin EOF`);
     child.kill("SIGKILL");
     exit = await childExited;
   }
@@ -561,6 +643,7 @@ try {
   await app.connectWith(acp.ndJsonStream(agentStdin, agentStdout), async (agent) => {
     if (opts.scenario === "full") await scenarioFull(agent);
     else if (opts.scenario === "drafts") await scenarioDrafts(agent);
+    else if (opts.scenario === "auth") await scenarioAuth(agent);
     else await scenarioDemo(agent);
   });
 } catch (err) {

@@ -2,16 +2,26 @@
 // Subagents through the official TypeScript SDK client (@agentclientprotocol/sdk, the
 // `/unstable` entrypoint, so subagent_update and session_message are parsed, not dropped).
 //
-//   node ts_subagents.mjs [--raw-log FILE] [--timeout-ms N] [--] <agent command...>
+//   node ts_subagents.mjs [--raw-log FILE] [--timeout-ms N] [--step-timeout-ms N] \
+//        [--] <agent command...>
 //
-// The client advertises `subagents: {}` and runs three turns on a scripted offline model
-// (the script is written here and passed in ACP_AGENT_OFFLINE_SCRIPT):
+// The client advertises `subagents: {}` and `elicitation: {form: {}}` and runs these turns
+// on a scripted offline model (the script is written here and passed in
+// ACP_AGENT_OFFLINE_SCRIPT):
 //   1. "parallel": the parent spawns two children at once; each runs `echo hi`, which asks
 //      permission under the child's session id (answered allow_once), then answers.
 //   2. "cancel-child": one child that hangs; session/cancel with the CHILD's id once its
 //      first chunk arrives; the parent goes on and ends its turn.
 //   3. "cancel-parent": one child that hangs; session/cancel with the parent's id; the
 //      prompt answers "cancelled".
+//   4. "ask": the parent calls ask_user; the SDK parses the elicitation/create (form mode)
+//      and the handler accepts with content.
+//   5. "child-ask": a child calls ask_user: the question comes under the child's id.
+//   6. "long": a child answers ~6 kB: its answer reaches the parent as a session_message
+//      and several session_message_chunks, which the client folds back together.
+//   7. "ask-cancel": the parent asks, the handler holds the form open; session/cancel:
+//      the SDK aborts the handler on the agent's $/cancel_request; the turn is cancelled.
+//   8. session/load of the parent: the children's transcripts come back under their ids.
 // Checks, on the raw wire order: a child is announced (subagent_update on its parent)
 // before any session/update or request names it; its last state is idle with a stop
 // reason; the SDK delivered every session/update and reported no errors. Every raw line
@@ -26,17 +36,21 @@ import * as acp from "@agentclientprotocol/sdk/unstable";
 import { tappedStreams } from "./wire_tap.mjs";
 
 const argv = process.argv.slice(2);
-const opts = { rawLog: null, timeoutMs: 20000, command: [] };
+const opts = { rawLog: null, timeoutMs: 20000, stepTimeoutMs: 8000, command: [] };
 for (let i = 0; i < argv.length; i++) {
   if (argv[i] === "--raw-log") opts.rawLog = argv[++i];
   else if (argv[i] === "--timeout-ms") opts.timeoutMs = Number(argv[++i]);
+  else if (argv[i] === "--step-timeout-ms") opts.stepTimeoutMs = Number(argv[++i]);
   else {
     opts.command = argv.slice(argv[i] === "--" ? i + 1 : i);
     break;
   }
 }
 if (opts.command.length === 0) {
-  process.stderr.write("usage: node ts_subagents.mjs [--raw-log FILE] [--timeout-ms N] [--] <agent...>\n");
+  process.stderr.write(
+    "usage: node ts_subagents.mjs [--raw-log FILE] [--timeout-ms N] [--step-timeout-ms N] " +
+      "[--] <agent...>\n",
+  );
   process.exit(2);
 }
 
@@ -67,6 +81,10 @@ const summary = {
   children: {},
   updateCounts: {},
   permissionRequests: [],
+  elicitations: [],
+  elicitationsAborted: 0,
+  messages: {},
+  replay: null,
   raw: { agentToClient: 0, clientToAgent: 0 },
   agentExit: null,
   stderrTail: "",
@@ -102,6 +120,23 @@ const spawnCall = (title, prompt) => ({
   },
 });
 const echo = { tool_call: { name: "run_command", arguments: { command: "echo hi" } } };
+const askUser = {
+  tool_call: {
+    name: "ask_user",
+    arguments: {
+      message: "Which strategy?",
+      schema: {
+        properties: {
+          strategy: { type: "string", title: "Strategy", enum: ["safe", "bold"] },
+          files: { type: "array", items: { anyOf: [{ const: "a", title: "A" }, { const: "b", title: "B" }] } },
+        },
+        required: ["strategy"],
+      },
+    },
+  },
+};
+const LONG = Array.from({ length: 60 }, (_, i) => `Line ${i}: ` + Array(12).fill("finding").join(" ")).join("\n");
+summary.long = LONG;
 const SCRIPT = [
   // turn "parallel": parent, then each child's two requests (the children are alike, so
   // whichever asks first may take either response), then the parent's answer
@@ -118,6 +153,20 @@ const SCRIPT = [
   // turn "cancel-parent"
   [spawnCall("Stuck", "Wait forever.")],
   [{ text: "working " }, { hang: true }],
+  // turn "ask"
+  [askUser],
+  [{ text: "Going bold." }],
+  // turn "child-ask": parent, child, child, parent
+  [spawnCall("Asker", "Ask the user.")],
+  [askUser],
+  [{ text: "The user chose bold." }],
+  [{ text: "Asked." }],
+  // turn "long": parent, child, parent
+  [spawnCall("Writer", "Write a long report.")],
+  [{ text: LONG }],
+  [{ text: "Report received." }],
+  // turn "ask-cancel"
+  [askUser],
 ];
 const scriptPath = path.join(tmpBase, "script.json");
 fs.writeFileSync(scriptPath, JSON.stringify(SCRIPT));
@@ -161,6 +210,8 @@ function wake() {
   }
 }
 
+let holdElicitation = false;
+let loadSeq = Infinity; // raw seq at which session/load began (states after it are replayed)
 const app = acp
   .client({ name: "acp-agent-interop-ts-subagents" })
   .onNotification(acp.methods.client.session.update, ({ params }) => {
@@ -168,6 +219,25 @@ const app = acp
     const kind = params?.update?.sessionUpdate ?? "<none>";
     summary.updateCounts[kind] = (summary.updateCounts[kind] ?? 0) + 1;
     wake();
+  })
+  .onRequest(acp.methods.client.elicitation.create, async ({ params, signal }) => {
+    summary.elicitations.push({
+      sessionId: params.sessionId,
+      toolCallId: params.toolCallId ?? null,
+      mode: params.mode,
+      message: params.message,
+      fields: Object.keys(params.requestedSchema?.properties ?? {}),
+    });
+    wake();
+    if (holdElicitation) {
+      await new Promise((resolve) => {
+        if (signal.aborted) resolve();
+        else signal.addEventListener("abort", resolve, { once: true });
+      });
+      summary.elicitationsAborted += 1;
+      throw signal.reason ?? acp.RequestError.requestCancelled();
+    }
+    return { action: "accept", content: { strategy: "bold", files: ["b"] } };
   })
   .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
     summary.permissionRequests.push({ sessionId: params.sessionId, title: params.toolCall?.title });
@@ -195,6 +265,7 @@ const hasText = (sid, text) =>
 
 async function turn(agent, sessionId, name, { cancel } = {}) {
   const known = announcedOn(sessionId).length;
+  const asked = summary.elicitations.length;
   const t = { name, stopReason: null };
   summary.turns.push(t);
   const pending = agent.request(acp.methods.agent.session.prompt, {
@@ -203,10 +274,13 @@ async function turn(agent, sessionId, name, { cancel } = {}) {
   });
   pending.catch(() => {});
   try {
-    if (cancel) {
-      await waitFor(() => announcedOn(sessionId).length > known, 8000, `a child in "${name}"`);
+    if (cancel === "on-elicit") {
+      await waitFor(() => summary.elicitations.length > asked, opts.stepTimeoutMs, `a question in "${name}"`);
+      await agent.notify(acp.methods.agent.session.cancel, { sessionId });
+    } else if (cancel) {
+      await waitFor(() => announcedOn(sessionId).length > known, opts.stepTimeoutMs, `a child in "${name}"`);
       const kid = announcedOn(sessionId)[known];
-      await waitFor(() => hasText(kid, "working"), 8000, `the child's first chunk in "${name}"`);
+      await waitFor(() => hasText(kid, "working"), opts.stepTimeoutMs, `the child's first chunk in "${name}"`);
       const target = cancel === "child" ? kid : sessionId;
       await agent.notify(acp.methods.agent.session.cancel, { sessionId: target });
     }
@@ -217,6 +291,25 @@ async function turn(agent, sessionId, name, { cancel } = {}) {
     errors.push(`turn "${name}": ${t.error}`);
   }
   return t;
+}
+
+// Session-directed messages as a client keeps them: upserts merged, chunks appended.
+function foldMessages(list) {
+  const out = {};
+  for (const { sessionId, update: u } of list) {
+    if (u?.sessionUpdate !== "session_message" && u?.sessionUpdate !== "session_message_chunk") continue;
+    const m = ((out[sessionId] ??= {})[u.messageId] ??= { text: "", chunks: 0 });
+    if (u.sessionUpdate === "session_message") {
+      for (const k of ["senderSessionId", "recipientSessionId", "senderMessageId", "recipientMessageId"]) {
+        if (u[k] !== undefined) m[k] = u[k];
+      }
+      if (Array.isArray(u.content)) m.text = u.content.map((c) => c.text ?? "").join("");
+    } else {
+      m.text += u.content?.text ?? "";
+      m.chunks += 1;
+    }
+  }
+  return out;
 }
 
 // Ordering, from the raw wire: every message naming a child comes after its announcement.
@@ -236,7 +329,7 @@ function checkWire(root) {
       }
       const info = (summary.children[u.sessionId] ??= { title: null, states: [] });
       if (u.title) info.title = u.title;
-      if (u.state) info.states.push(u.state);
+      if (u.state && e.seq < loadSeq) info.states.push(u.state);
       check(!JSON.stringify(u).includes("null"), `subagent_update with null: ${JSON.stringify(u)}`);
     }
     if (sid && sid !== root && "method" in m) {
@@ -258,7 +351,12 @@ function checkWire(root) {
 async function scenario(agent) {
   await agent.request(acp.methods.agent.initialize, {
     protocolVersion: acp.PROTOCOL_VERSION,
-    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, subagents: {} },
+    clientCapabilities: {
+      fs: { readTextFile: false, writeTextFile: false },
+      terminal: false,
+      subagents: {},
+      elicitation: { form: {} },
+    },
     clientInfo: { name: "acp-agent-interop-ts-subagents", version: summary.sdkVersion },
   });
   const session = await agent.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
@@ -266,6 +364,22 @@ async function scenario(agent) {
   await turn(agent, sid, "parallel");
   await turn(agent, sid, "cancel-child", { cancel: "child" });
   await turn(agent, sid, "cancel-parent", { cancel: "parent" });
+  await turn(agent, sid, "ask");
+  await turn(agent, sid, "child-ask");
+  await turn(agent, sid, "long");
+  holdElicitation = true;
+  await turn(agent, sid, "ask-cancel", { cancel: "on-elicit" });
+  holdElicitation = false;
+  summary.messages = foldMessages(updates);
+  const before = updates.length;
+  loadSeq = seq;
+  await agent.request(acp.methods.agent.session.load, { sessionId: sid, cwd: workspace, mcpServers: [] });
+  const replayed = updates.slice(before);
+  summary.replay = {
+    sessions: [...new Set(replayed.map((u) => u.sessionId))],
+    kinds: [...new Set(replayed.map((u) => u.update?.sessionUpdate))],
+    messages: foldMessages(replayed),
+  };
   summary.parentText = updates
     .filter((u) => u.sessionId === sid && u.update?.sessionUpdate === "agent_message_chunk")
     .map((u) => u.update.content.text)

@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,11 @@ import pytest_asyncio
 from acp_agent.protocol import types as t
 from acp_agent.tools.base import ToolContext
 
+from ..limits import eventually
+
 SERVERS = Path(__file__).parent / "servers"
 DEMO = str(SERVERS / "demo.py")
+LIVE = str(SERVERS / "live.py")
 
 
 def stdio(name: str, script: str = DEMO, *args: str, env: dict[str, str] | None = None,
@@ -49,13 +51,37 @@ class Recorder:
     problems: list[tuple[str, str, str | None]] = field(default_factory=list)
     changes: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _news: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     async def on_problem(self, severity: str, title: str, description: str | None) -> None:
         self.problems.append((severity, title, description))
+        async with self._news:
+            self._news.notify_all()
 
     async def on_change(self) -> None:
         self.changes += 1
         self.changed.set()
+        async with self._news:
+            self._news.notify_all()
+
+    def problem(self, title: str) -> tuple[str, str]:
+        """``(severity, description)`` of the problem reported under ``title``."""
+        found = [(sev, desc or "") for sev, tit, desc in self.problems if tit == title]
+        assert len(found) == 1, (title, self.problems)
+        return found[0]
+
+    async def until(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+        """Wait until ``predicate()`` holds, checked after each reported problem or change
+        (``timeout`` only guards against a hang)."""
+        async def wait() -> None:
+            async with self._news:
+                await self._news.wait_for(predicate)
+
+        await asyncio.wait_for(wait(), timeout)
+
+    async def reported(self, title: str, timeout: float = 30.0) -> tuple[str, str]:
+        await self.until(lambda: any(tit == title for _, tit, _ in self.problems), timeout)
+        return self.problem(title)
 
 
 def tool_ctx(cwd: str) -> ToolContext:
@@ -64,14 +90,6 @@ def tool_ctx(cwd: str) -> ToolContext:
 
     return ToolContext(session_id="s1", cwd=cwd, roots=[cwd], client=None,  # type: ignore[arg-type]
                        tool_call_id="call-1", emit=emit)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 class LocalServer:
@@ -84,11 +102,27 @@ class LocalServer:
         self.port = 0
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[Any]] = set()
 
     async def _record(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        task = asyncio.current_task()
+        assert task is not None
+        self._requests.add(task)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._requests.discard(task)
+
+    def drop_connections(self) -> int:
+        """Cut every request in progress (uvicorn closes their connections); the server
+        goes on serving. Returns how many were cut."""
+        for task in self._requests:
+            task.cancel()
+        return len(self._requests)
 
     async def __aenter__(self) -> LocalServer:
         import uvicorn
@@ -100,10 +134,9 @@ class LocalServer:
                                 lifespan="on", interface="asgi3",
                                 timeout_graceful_shutdown=1)
         self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            assert not self._task.done(), "uvicorn did not start"
-            await asyncio.sleep(0.01)
+        task = self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        await eventually(lambda: self._server.started or task.done(), "uvicorn starts")
+        assert not task.done(), "uvicorn did not start"
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,17 +19,26 @@ from acp_agent.mcp import McpHub, PromptError
 from acp_agent.permissions import decide
 from acp_agent.protocol import types as t
 
+from ..limits import WAIT, eventually
+from ..procs import alive
 from ..schema_check import validate_def
-from .conftest import SERVERS, LocalServer, Recorder, alive, http, stdio, tool_ctx
+from .conftest import SERVERS, LocalServer, Recorder, http, stdio, tool_ctx
 from .servers.demo import PNG
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# Real server processes (the SDK's imports take a second each): end to end. One worker
+# runs the module, so its servers (module fixtures) start once.
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow,
+              pytest.mark.xdist_group("mcp-hub")]
+
+
+#: The ``shared`` fixture: one hub with three ready servers, its recorder, its cwd.
+Shared = tuple[McpHub, Recorder, str]
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def shared(
     web: LocalServer, legacy_sse: LocalServer, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[tuple[McpHub, Recorder, str]]:
+) -> AsyncIterator[Shared]:
     """One hub with a stdio, a streamable HTTP and an SSE server, all ready."""
     cwd = str(tmp_path_factory.mktemp("session"))
     rec = Recorder()
@@ -45,7 +53,7 @@ async def shared(
         on_change=rec.on_change,
     )
     hub.start()
-    await hub.wait_ready(30)
+    await hub.wait_ready(WAIT)
     assert hub.status() == {"local": "ready", "web": "ready", "legacy": "ready"}, rec.problems
     yield hub, rec, cwd
     await hub.aclose()
@@ -62,7 +70,7 @@ async def run(hub: McpHub, tool: str, cwd: str, /, **args: object) -> Any:
 # ------------------------------------------------------------------------ listing
 
 
-async def test_tools_are_namespaced_per_server_with_their_schemas(shared):
+async def test_tools_are_namespaced_per_server_with_their_schemas(shared: Shared) -> None:
     """Every server's tools are offered as mcp__<server>__<tool> with the server's schema."""
     hub, rec, _ = shared
     tools = by_name(hub)
@@ -80,7 +88,9 @@ async def test_tools_are_namespaced_per_server_with_their_schemas(shared):
     assert rec.changes == 3  # each server becoming ready
 
 
-async def test_annotations_map_to_kind_and_permission_access(shared, tmp_path):
+async def test_annotations_map_to_kind_and_permission_access(
+    shared: Shared, tmp_path: Path
+) -> None:
     """readOnlyHint tools read (no asking in ask mode); unannotated ones execute and ask."""
     hub, _, cwd = shared
     ctx = tool_ctx(cwd)
@@ -102,7 +112,7 @@ async def test_annotations_map_to_kind_and_permission_access(shared, tmp_path):
 # ------------------------------------------------------------------------ calls
 
 
-async def test_text_result_reaches_model_and_editor(shared):
+async def test_text_result_reaches_model_and_editor(shared: Shared) -> None:
     """A text result is the model's text and one ACP text content block."""
     hub, _, cwd = shared
     out = await run(hub, "mcp__local__echo", cwd, text="hi")
@@ -111,7 +121,7 @@ async def test_text_result_reaches_model_and_editor(shared):
     assert out.images == []
 
 
-async def test_image_result_becomes_image_part_and_acp_image(shared):
+async def test_image_result_becomes_image_part_and_acp_image(shared: Shared) -> None:
     """Images go to the model as ImageParts and to the editor as ACP image content."""
     hub, _, cwd = shared
     out = await run(hub, "mcp__local__picture", cwd)
@@ -123,7 +133,7 @@ async def test_image_result_becomes_image_part_and_acp_image(shared):
         assert validate_def("ToolCallContent", msgspec.to_builtins(block)) == []
 
 
-async def test_resource_results_become_text_and_acp_resources(shared):
+async def test_resource_results_become_text_and_acp_resources(shared: Shared) -> None:
     """Embedded resources and resource links: text for the model, ACP blocks for the editor."""
     hub, _, cwd = shared
     out = await run(hub, "mcp__local__resources", cwd)
@@ -140,7 +150,7 @@ async def test_resource_results_become_text_and_acp_resources(shared):
         assert validate_def("ToolCallContent", msgspec.to_builtins(block)) == []
 
 
-async def test_is_error_result_raises_tool_error(shared):
+async def test_is_error_result_raises_tool_error(shared: Shared) -> None:
     """isError results raise ToolError carrying the server's text."""
     hub, _, cwd = shared
     with pytest.raises(ToolError, match="it broke"):
@@ -148,7 +158,9 @@ async def test_is_error_result_raises_tool_error(shared):
     assert hub.status()["local"] == "ready"
 
 
-async def test_stdio_server_gets_env_and_session_cwd(shared, monkeypatch):
+async def test_stdio_server_gets_env_and_session_cwd(
+    shared: Shared, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Configured env is merged over a small base (no agent secrets); cwd is the session's."""
     hub, _, cwd = shared
     assert (await run(hub, "mcp__local__getenv", cwd, name="DEMO_SETTING")).text == "on"
@@ -156,7 +168,7 @@ async def test_stdio_server_gets_env_and_session_cwd(shared, monkeypatch):
     assert Path((await run(hub, "mcp__local__cwd", cwd)).text) == Path(cwd).resolve()
 
 
-async def test_base_env_leaves_out_secrets(monkeypatch):
+async def test_base_env_leaves_out_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     """API keys in the agent's environment are not passed to stdio servers."""
     from acp_agent.mcp._server import base_env
 
@@ -167,39 +179,44 @@ async def test_base_env_leaves_out_secrets(monkeypatch):
     assert env["LANG"] == "C.UTF-8"
 
 
-async def test_streamable_http_call_sends_configured_headers(shared, web):
+async def test_streamable_http_call_sends_configured_headers(
+    shared: Shared, web: LocalServer
+) -> None:
     """Calls over streamable HTTP work and carry the configured headers."""
     hub, _, cwd = shared
     assert (await run(hub, "mcp__web__add", cwd, a=2, b=3)).text == "5"
     assert web.headers and all(h.get("authorization") == "Bearer sekrit" for h in web.headers)
 
 
-async def test_sse_call(shared):
+async def test_sse_call(shared: Shared) -> None:
     """The deprecated HTTP+SSE transport works too."""
     hub, _, cwd = shared
     assert (await run(hub, "mcp__legacy__echo", cwd, text="old")).text == "echo: old"
 
 
 @pytest.mark.parametrize("server", ["local", "web"])
-async def test_cancel_aborts_slow_call_and_server_stays_usable(shared, server):
-    """Cancelling a call in flight propagates CancelledError at once; the server carries on."""
+async def test_cancel_aborts_slow_call_and_server_stays_usable(
+    shared: Shared, server: str, tmp_path: Path
+) -> None:
+    """Cancelling a call in flight propagates CancelledError (the call would otherwise last
+    an hour); the server carries on."""
     hub, _, cwd = shared
-    call = asyncio.ensure_future(run(hub, f"mcp__{server}__slow", cwd, seconds=30))
-    await asyncio.sleep(0.3)
-    started = time.monotonic()
+    started = tmp_path / "started"
+    call = asyncio.ensure_future(
+        run(hub, f"mcp__{server}__slow", cwd, seconds=3600, started=str(started)))
+    await eventually(started.exists, "the server is running the call")
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    assert time.monotonic() - started < 1.0
     assert hub.status()[server] == "ready"
-    out = await asyncio.wait_for(run(hub, f"mcp__{server}__echo", cwd, text="again"), 5)
+    out = await asyncio.wait_for(run(hub, f"mcp__{server}__echo", cwd, text="again"), WAIT)
     assert out.text == "echo: again"
 
 
 # ------------------------------------------------------------------------ prompts
 
 
-async def test_prompts_are_listed_as_slash_commands(shared):
+async def test_prompts_are_listed_as_slash_commands(shared: Shared) -> None:
     """Prompts become mcp:<server>:<prompt> commands with an input hint when they take input."""
     hub, _, _ = shared
     prompts = {p.name: p for p in hub.prompts()}
@@ -218,13 +235,13 @@ async def test_prompts_are_listed_as_slash_commands(shared):
     assert "input" not in msgspec.to_builtins(standup.as_command())
 
 
-async def test_prompt_with_one_argument_takes_the_whole_text(shared):
+async def test_prompt_with_one_argument_takes_the_whole_text(shared: Shared) -> None:
     hub, _, _ = shared
     blocks = await hub.get_prompt("mcp:local:greet", "Ada Lovelace")
     assert blocks == [t.TextContent(text="Please greet Ada Lovelace warmly.")]
 
 
-async def test_prompt_with_several_arguments_parses_key_value_pairs(shared):
+async def test_prompt_with_several_arguments_parses_key_value_pairs(shared: Shared) -> None:
     hub, _, _ = shared
     blocks = await hub.get_prompt("mcp:web:review", 'code="x = 1" language=go')
     assert blocks == [t.TextContent(text="Review this go code:\nx = 1")]
@@ -232,14 +249,15 @@ async def test_prompt_with_several_arguments_parses_key_value_pairs(shared):
     assert blocks == [t.TextContent(text="Review this python code:\nprint(1)")]
 
 
-async def test_prompt_with_several_roles_marks_them(shared):
+async def test_prompt_with_several_roles_marks_them(shared: Shared) -> None:
     hub, _, _ = shared
     blocks = await hub.get_prompt("mcp:legacy:standup", "")
-    assert [b.text for b in blocks] == ["[user]", "What did I do yesterday?",
+    assert [b.text for b in blocks if isinstance(b, t.TextContent)] == [
+        "[user]", "What did I do yesterday?",
                                         "[assistant]", "You fixed the parser."]
 
 
-async def test_prompt_errors_are_prompt_errors(shared):
+async def test_prompt_errors_are_prompt_errors(shared: Shared) -> None:
     hub, _, _ = shared
     with pytest.raises(PromptError, match=r"Missing name\. Usage: /mcp:local:greet name"):
         await hub.get_prompt("mcp:local:greet", "  ")
@@ -250,37 +268,42 @@ async def test_prompt_errors_are_prompt_errors(shared):
 # ------------------------------------------------------------------------ failures
 
 
-async def test_server_crashing_mid_call_is_reported_and_hub_carries_on(web, tmp_path):
-    """A server that dies during a call: ToolError, on_problem, and the other server works."""
+async def test_server_crashing_mid_call_is_reported_and_hub_carries_on(
+    web: LocalServer, tmp_path: Path
+) -> None:
+    """A server that dies during a call: ToolError, its tools withdrawn, the server started
+    again and reported; the other server works throughout; the dead process is gone.
+    (Losing it twice: test_live.py.)"""
     rec = Recorder()
     hub = McpHub([stdio("crashy"), http("web", web.url("/mcp"))], cwd=str(tmp_path),
                  on_problem=rec.on_problem, on_change=rec.on_change)
     hub.start()
     try:
-        await hub.wait_ready(30)
+        await hub.wait_ready(WAIT)
         pid = int((await run(hub, "mcp__crashy__pid", str(tmp_path))).text)
-        with pytest.raises(ToolError, match="MCP server 'crashy' exited"):
+        with pytest.raises(ToolError, match="MCP server 'crashy' exited during a call to 'crash'"):
             await run(hub, "mcp__crashy__crash", str(tmp_path))
-        assert rec.problems[0][:2] == ("error", "MCP server 'crashy' stopped")
-        assert "exited during a call to 'crash'" in (rec.problems[0][2] or "")
-        assert hub.status() == {"crashy": "failed", "web": "ready"}
-        names = {tool.spec.name for tool in hub.tools()}
-        assert "mcp__crashy__echo" not in names and "mcp__web__echo" in names
-        assert not any(p.server == "crashy" for p in hub.prompts())
-        assert rec.changes == 3  # two servers ready, one lost
         assert (await run(hub, "mcp__web__echo", str(tmp_path), text="ok")).text == "echo: ok"
-        for _ in range(100):
-            if not alive(pid):
-                break
-            await asyncio.sleep(0.02)
+        severity, description = await rec.reported("MCP server 'crashy' stopped; restarted")
+        assert severity == "warning" and "exited during a call to 'crash'" in description
+        assert hub.status() == {"crashy": "ready", "web": "ready"}
         assert not alive(pid)
+        assert int((await run(hub, "mcp__crashy__pid", str(tmp_path))).text) != pid
+        assert any(p.server == "crashy" for p in hub.prompts())
+        await rec.until(lambda: rec.changes == 4)  # two servers ready, one lost, back
     finally:
         await hub.aclose()
 
 
-async def test_servers_that_never_start_do_not_hold_up_the_session(tmp_path):
-    """A bad command and a server that never answers: wait_ready returns on time and
-    reports both; problems found earlier are held until then; aclose kills the hang."""
+async def test_servers_that_never_start_do_not_hold_up_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad command and a server that never answers: wait_ready returns after its bound
+    and reports both; problems found earlier are held until then; aclose kills the hang."""
+    import mcp.client.stdio
+
+    # The SDK's grace between closing the hang's stdin and SIGTERM (2 s): not under test.
+    monkeypatch.setattr(mcp.client.stdio, "PROCESS_TERMINATION_TIMEOUT", 0.05)
     rec = Recorder()
     pid_file = tmp_path / "hang.pid"
     hub = McpHub(
@@ -291,15 +314,12 @@ async def test_servers_that_never_start_do_not_hold_up_the_session(tmp_path):
         cwd=str(tmp_path), on_problem=rec.on_problem,
     )
     hub.start()
-    for _ in range(200):
-        if pid_file.exists() and pid_file.read_text() and hub.status()["quitter"] == "failed":
-            break
-        await asyncio.sleep(0.02)
+    await eventually(lambda: bool(pid_file.exists() and pid_file.read_text()
+                                  and hub.status()["quitter"] == "failed"),
+                     "the hang is running and the quitter has failed")
     assert hub.status()["missing"] == "failed"
     assert rec.problems == []  # held until the first wait_ready
-    started = time.monotonic()
-    await hub.wait_ready(0.5)
-    assert time.monotonic() - started < 1.0
+    await hub.wait_ready(0.5)  # the hang never gets ready: this returns after 0.5 s
     problems = {title: (severity, desc or "") for severity, title, desc in rec.problems}
     assert problems["MCP server 'missing' failed to start"][0] == "error"
     assert "No such file" in problems["MCP server 'missing' failed to start"][1]
@@ -308,42 +328,38 @@ async def test_servers_that_never_start_do_not_hold_up_the_session(tmp_path):
     assert "exited before it was ready" in quitter and "boom: missing config file" in quitter
     assert problems["MCP server 'hang' is still starting"][0] == "warning"
     assert hub.tools() == [] and hub.prompts() == []
-    started = time.monotonic()
-    await hub.wait_ready(5)  # the hang was reported: not waited for, nor reported, again
-    assert time.monotonic() - started < 0.5
+    # the hang was reported: not waited for again (this would take an hour), nor reported
+    await hub.wait_ready(3600)
     assert len(rec.problems) == 4
 
     pid = int(pid_file.read_text())
     assert alive(pid)
-    started = time.monotonic()
-    await hub.aclose()
-    assert time.monotonic() - started < 3.0  # stdin closed, SIGTERM after 2 s
+    await hub.aclose()  # the hang ignores its stdin: the SDK ends it with SIGTERM
     assert not alive(pid)
     assert len(rec.problems) == 4
 
 
-async def test_late_server_joins_and_aclose_leaves_no_child_process(tmp_path):
+async def test_late_server_joins_and_aclose_leaves_no_child_process(tmp_path: Path) -> None:
     """A server not ready within wait_ready's bound is offered once it is; aclose then
     terminates it, is idempotent, and the hub offers nothing after."""
-    pid_file = tmp_path / "demo.pid"
+    pid_file, go = tmp_path / "demo.pid", tmp_path / "go"
     rec = Recorder()
-    hub = McpHub([stdio("late", str(SERVERS / "demo.py"), "--delay", "0.3",
+    hub = McpHub([stdio("late", str(SERVERS / "demo.py"), "--wait-for", str(go),
                         "--pid-file", str(pid_file))],
                  cwd=str(tmp_path), on_problem=rec.on_problem, on_change=rec.on_change)
     hub.start()
-    await hub.wait_ready(0.05)
+    await hub.wait_ready(0.05)  # the server waits for `go`: certainly not ready yet
     assert [p[:2] for p in rec.problems] == [("warning", "MCP server 'late' is still starting")]
     assert hub.tools() == []
-    await asyncio.wait_for(rec.changed.wait(), 30)
+    go.touch()
+    await asyncio.wait_for(rec.changed.wait(), WAIT)
     assert "mcp__late__echo" in {tool.spec.name for tool in hub.tools()}
     assert "mcp:late:greet" in {p.name for p in hub.prompts()}
 
     pid = int(pid_file.read_text())
     assert alive(pid)
-    started = time.monotonic()
     await asyncio.gather(hub.aclose(), hub.aclose())
     await hub.aclose()
-    assert time.monotonic() - started < 2.0
     assert not alive(pid)
     assert hub.tools() == [] and hub.prompts() == []
     assert hub.status() == {"late": "closed"}
@@ -352,7 +368,7 @@ async def test_late_server_joins_and_aclose_leaves_no_child_process(tmp_path):
     assert hub.status() == {"late": "closed"}
 
 
-async def test_hub_without_servers_is_free():
+async def test_hub_without_servers_is_free() -> None:
     """No servers: start/wait_ready/aclose do nothing (and load no SDK)."""
     hub = McpHub([], cwd="/")
     hub.start()

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from typing import Any
 
 import mcp.types as m
 import pytest
@@ -21,7 +22,7 @@ from acp_agent.protocol import types as t
 
 
 class TestNames:
-    def test_tool_names_are_sanitized_namespaced_and_unique(self):
+    def test_tool_names_are_sanitized_namespaced_and_unique(self) -> None:
         """Odd characters become ``_``; the same tool always gets the same name back."""
         namer = Namer(limit=64)
         assert tool_name(namer, "gh", "") == "mcp__gh__x"
@@ -29,19 +30,19 @@ class TestNames:
         assert tool_name(namer, "gh", "search issues v2") == "mcp__gh__search_issues_v2_2"
         assert tool_name(namer, "gh", "search.issues/v2") == "mcp__gh__search_issues_v2"
 
-    def test_long_tool_names_are_cut_to_64_with_a_hash(self):
+    def test_long_tool_names_are_cut_to_64_with_a_hash(self) -> None:
         namer = Namer(limit=64)
         a = tool_name(namer, "server", "x" * 80 + "a")
         b = tool_name(namer, "server", "x" * 80 + "b")
         assert len(a) == len(b) == 64 and a != b
         assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", n) for n in (a, b))
 
-    def test_sanitize(self):
+    def test_sanitize(self) -> None:
         assert sanitize("my server!") == "my_server"
         assert sanitize("???") == "x"
         assert sanitize("a b.c", command=True) == "a_b.c"
 
-    def test_command_names_have_no_spaces(self):
+    def test_command_names_have_no_spaces(self) -> None:
         namer = Namer()
         assert command_name(namer, "docs", "Summarize page") == "mcp:docs:Summarize_page"
         assert command_name(namer, "docs", "Summarize:page") == "mcp:docs:Summarize_page_2"
@@ -57,7 +58,7 @@ class TestPromptArguments:
         ("a=1 c=2", ["a", "b"], {"a": "a=1 c=2"}),
         ("a='unbalanced", ["a", "b"], {"a": "'unbalanced"}),
     ])
-    def test_mapping(self, text, names, expected):
+    def test_mapping(self, text: str, names: list[str], expected: dict[str, str]) -> None:
         assert prompt_arguments(text, names) == expected
 
 
@@ -73,31 +74,31 @@ class TestClassify:
         ({"destructive_hint": False}, ("edit", "execute")),
         ({"destructive_hint": False, "open_world_hint": False}, ("edit", "write")),
     ])
-    def test_mapping(self, hints, expected):
+    def test_mapping(self, hints: dict[str, Any] | None, expected: tuple[str, str]) -> None:
         annotations = None if hints is None else m.ToolAnnotations(**hints)
         assert classify(annotations) == expected
 
 
 class TestConvert:
-    def test_structured_content_without_text_becomes_json_text(self):
+    def test_structured_content_without_text_becomes_json_text(self) -> None:
         out = tool_output(m.CallToolResult(content=[], structured_content={"n": 1}))
         assert json.loads(out.text) == {"n": 1}
         assert out.raw_output == {"n": 1}
         assert len(out.content) == 1
 
-    def test_empty_result_says_so(self):
+    def test_empty_result_says_so(self) -> None:
         assert tool_output(m.CallToolResult(content=[])).text == "(no output)"
 
-    def test_error_without_text(self):
+    def test_error_without_text(self) -> None:
         with pytest.raises(ToolError, match="reported an error"):
             tool_output(m.CallToolResult(content=[], is_error=True))
 
-    def test_long_text_is_bounded(self):
+    def test_long_text_is_bounded(self) -> None:
         out = tool_output(m.CallToolResult(content=[m.TextContent(text="x" * 1000)]), limit=100)
         assert len(out.text) < 200 and "omitted" in out.text
         assert out.content[0].content.text == "x" * 1000  # the editor gets it all
 
-    def test_blob_resources(self):
+    def test_blob_resources(self) -> None:
         image = m.EmbeddedResource(resource=m.BlobResourceContents(
             uri="file:///a.png", mime_type="image/png", blob="AAAA"))
         other = m.EmbeddedResource(
@@ -107,11 +108,11 @@ class TestConvert:
         assert "[binary resource file:///a.bin (unknown type, 3 bytes)]" in out.text
         assert out.content[1].content.resource.blob == "AAAA"
 
-    def test_audio_is_described_to_the_model(self):
+    def test_audio_is_described_to_the_model(self) -> None:
         block = t.AudioContent(data="AAAA", mime_type="audio/wav")
         assert model_view(block) == ("[audio (audio/wav) not shown]", None)
 
-    def test_prompt_of_user_messages_is_plain(self):
+    def test_prompt_of_user_messages_is_plain(self) -> None:
         result = m.GetPromptResult(messages=[
             m.PromptMessage(role="user", content=m.TextContent(text="one")),
             m.PromptMessage(role="user",
@@ -120,14 +121,14 @@ class TestConvert:
         assert prompt_content(result) == [
             t.TextContent(text="one"), t.ImageContent(data="AAAA", mime_type="image/png")]
 
-    def test_describe_looks_into_exception_groups(self):
+    def test_describe_looks_into_exception_groups(self) -> None:
         group = ExceptionGroup("outer", [ExceptionGroup("inner", [ConnectionError("refused")])])
         assert describe(group) == "refused"
         assert describe(RuntimeError()) == "RuntimeError"
         assert describe(KeyError("k")) == "KeyError: 'k'"
 
 
-def test_importing_the_package_does_not_import_the_sdk():
+def test_importing_the_package_does_not_import_the_sdk() -> None:
     """Sessions without MCP servers never pay for the SDK."""
     code = (
         "import sys, acp_agent.mcp\n"

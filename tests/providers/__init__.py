@@ -9,15 +9,41 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from acp_agent.errors import ProviderError
-from acp_agent.providers.base import StreamEvent
+from acp_agent.providers.base import (
+    StreamEvent,
+    ToolCallDelta,
+    ToolCallReady,
+    ToolCallStarted,
+)
 
 from ..fakes.llm_server import FakeLLMServer
+from ..limits import WAIT
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 async def collect(stream: AsyncIterator[StreamEvent]) -> list[StreamEvent]:
     return [event async for event in stream]
+
+
+def streamed(events: list[StreamEvent]) -> tuple[list[StreamEvent], dict[str, str]]:
+    """The events without :class:`ToolCallDelta`, and each call's argument text as its
+    deltas spelled it. A delta outside its call (before it started, after it was ready)
+    fails the test."""
+    others: list[StreamEvent] = []
+    texts: dict[str, str] = {}
+    open_calls: set[str] = set()
+    for event in events:
+        if isinstance(event, ToolCallDelta):
+            assert event.call_id in open_calls, f"{event} outside its call"
+            texts[event.call_id] = texts.get(event.call_id, "") + event.arguments
+            continue
+        if isinstance(event, ToolCallStarted):
+            open_calls.add(event.call_id)
+        elif isinstance(event, ToolCallReady):
+            open_calls.discard(event.call_id)
+        others.append(event)
+    return others, texts
 
 
 async def collect_until_error(
@@ -46,7 +72,7 @@ async def cancel_after_first_event(
             first.set()
 
     task = asyncio.create_task(consume())
-    await asyncio.wait_for(first.wait(), 5)
+    await asyncio.wait_for(first.wait(), WAIT)
     task.cancel()
     try:
         await task
@@ -54,7 +80,7 @@ async def cancel_after_first_event(
         pass
     else:
         raise AssertionError("the cancelled stream did not raise CancelledError")
-    await asyncio.wait_for(server.requests[-1].disconnected.wait(), 5)
+    await asyncio.wait_for(server.requests[-1].disconnected.wait(), WAIT)
     return seen
 
 

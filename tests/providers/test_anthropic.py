@@ -54,7 +54,8 @@ from ..fakes.llm_server import (
     ToolCall,
     Usage,
 )
-from . import cancel_after_first_event, collect, collect_until_error, imports_sdk
+from ..limits import WAIT, limit
+from . import cancel_after_first_event, collect, collect_until_error, imports_sdk, streamed
 
 OVERLOADED = Raw({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
 
@@ -74,7 +75,9 @@ async def server() -> AsyncIterator[FakeLLMServer]:
 
 @pytest_asyncio.fixture
 async def provider(server: FakeLLMServer) -> AsyncIterator[AnthropicProvider]:
-    p = AnthropicProvider("claude-sonnet-4-5", api_key="test-key", base_url=server.url, timeout=5)
+    p = AnthropicProvider(
+        "claude-sonnet-4-5", api_key="test-key", base_url=server.url, timeout=WAIT
+    )
     yield p
     await p.aclose()
 
@@ -167,7 +170,9 @@ async def test_parallel_tool_calls_are_assembled_from_json_fragments(
         )
     )
     tools = [ToolSpec("read_file", "Read a file", {"type": "object"})]
-    events = await collect(provider.stream(ask(tools=tools)))
+    events, arguments = streamed(await collect(provider.stream(ask(tools=tools))))
+    assert arguments == {"toolu_1": '{"path": "src/main.py", "line": 3}',
+                         "toolu_2": '{"path": "."}'}
     assert events[:5] == [
         TextDelta("Reading."),
         ToolCallStarted("toolu_1", "read_file"),
@@ -317,13 +322,15 @@ async def test_silent_server_times_out_as_connection_error(
 
 @pytest.mark.asyncio
 async def test_stall_after_output_is_a_stream_error(server: FakeLLMServer) -> None:
-    provider = AnthropicProvider("claude-sonnet-4-5", api_key="k", base_url=server.url, timeout=0.3)
+    provider = AnthropicProvider(
+        "claude-sonnet-4-5", api_key="k", base_url=server.url, timeout=limit(1.0)
+    )
     server.enqueue(Reply([Text("a"), Text("b")], hang_after=4))
     events, error = await collect_until_error(provider.stream(ask()))
     await provider.aclose()
     assert events == [TextDelta("a")]
     assert isinstance(error, ProviderStreamError)
-    assert error.message.endswith("broke off: no data for 0.3 s ([anthropic] timeout)")
+    assert error.message.endswith(f"broke off: no data for {limit(1.0):g} s ([anthropic] timeout)")
     assert server.url in error.message
 
 
@@ -359,7 +366,8 @@ async def test_history_conversion(server: FakeLLMServer, provider: AnthropicProv
         UserMessage([TextPart("Go on.")]),
     ]
     server.enqueue(Reply([Text("ok"), Finish("stop")]))
-    tools = [ToolSpec(n, n, {"type": "object", "properties": {}}) for n in ("read_file", "screenshot")]
+    empty = {"type": "object", "properties": {}}
+    tools = [ToolSpec(n, n, empty) for n in ("read_file", "screenshot")]
     await collect(provider.stream(ask(*history, tools=tools)))
     source = {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="}
     assert server.requests[0].body["messages"] == [

@@ -8,6 +8,7 @@ import pytest
 from acp_agent.config import ConfigError, from_mapping
 from acp_agent.conversation import (
     AssistantMessage,
+    Message,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -125,7 +126,7 @@ def test_the_api_setting_is_checked(raw: dict[str, object], message: str) -> Non
 def test_other_apis_ignore_reasoning_items() -> None:
     """Chat Completions and Anthropic have no use for OpenAI's reasoning items: they are
     never sent to them (a session may switch models)."""
-    history = [
+    history: list[Message] = [
         UserMessage([TextPart("q")]),
         AssistantMessage(
             [

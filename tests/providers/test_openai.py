@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from acp_agent.config import from_mapping
 from acp_agent.conversation import (
     AssistantMessage,
     ImagePart,
@@ -26,6 +27,9 @@ from acp_agent.errors import (
     ProviderHTTPError,
     ProviderStreamError,
 )
+from acp_agent.providers import make_provider
+from acp_agent.providers._openai import OpenAIProvider
+from acp_agent.providers._sdk import parse_retry_after
 from acp_agent.providers.base import (
     Finished,
     ModelRequest,
@@ -35,10 +39,6 @@ from acp_agent.providers.base import (
     ToolCallStarted,
     UsageReport,
 )
-from acp_agent.providers._sdk import parse_retry_after
-from acp_agent.config import from_mapping
-from acp_agent.providers import make_provider
-from acp_agent.providers._openai import OpenAIProvider
 
 from ..fakes.llm_server import (
     FakeLLMServer,
@@ -53,7 +53,8 @@ from ..fakes.llm_server import (
     ToolCall,
     Usage,
 )
-from . import cancel_after_first_event, collect, collect_until_error, imports_sdk
+from ..limits import WAIT, limit
+from . import cancel_after_first_event, collect, collect_until_error, imports_sdk, streamed
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +71,7 @@ async def server() -> AsyncIterator[FakeLLMServer]:
 
 @pytest_asyncio.fixture
 async def provider(server: FakeLLMServer) -> AsyncIterator[OpenAIProvider]:
-    p = OpenAIProvider("gpt-4.1", api_key="test-key", base_url=server.openai_url, timeout=5.0)
+    p = OpenAIProvider("gpt-4.1", api_key="test-key", base_url=server.openai_url, timeout=WAIT)
     yield p
     await p.aclose()
 
@@ -133,7 +134,8 @@ async def test_parallel_tool_calls_are_assembled_from_fragments(
         )
     )
     tools = [ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}})]
-    events = await collect(provider.stream(ask(tools=tools)))
+    events, arguments = streamed(await collect(provider.stream(ask(tools=tools))))
+    assert arguments == {"call_1": '{"path": "src/main.py", "line": 3}', "call_2": '{"path": "."}'}
     assert events == [
         TextDelta("Reading."),
         ToolCallStarted("call_1", "read_file"),
@@ -180,7 +182,8 @@ async def test_interleaved_fragments_are_keyed_by_index(
             ]
         )
     )
-    events = await collect(provider.stream(ask()))
+    events, arguments = streamed(await collect(provider.stream(ask())))
+    assert arguments == {"id_a": '{"a": 1}', "id_b": '{"b": 2}'}  # each call's own pieces
     assert events[2:] == [
         ToolCallReady("id_a", "fa", {"a": 1}),
         ToolCallReady("id_b", "fb", {"b": 2}),
@@ -332,7 +335,9 @@ async def test_stream_without_finish_reason_is_a_stream_error(
 ) -> None:
     server.enqueue(Reply([Text("a"), ToolCall("c1", "f", "{}")]))
     events, error = await collect_until_error(provider.stream(ask()))
+    events, arguments = streamed(events)
     assert events == [TextDelta("a"), ToolCallStarted("c1", "f")]  # no half-known call
+    assert arguments == {"c1": "{}"}
     assert isinstance(error, ProviderStreamError)
 
 
@@ -353,13 +358,13 @@ async def test_silent_server_times_out_as_connection_error(
 
 @pytest.mark.asyncio
 async def test_stall_after_output_is_a_stream_error(server: FakeLLMServer) -> None:
-    provider = OpenAIProvider("m", api_key="k", base_url=server.openai_url, timeout=0.3)
+    provider = OpenAIProvider("m", api_key="k", base_url=server.openai_url, timeout=limit(1.0))
     server.enqueue(Reply([Text("a"), Text("b")], hang_after=1))
     events, error = await collect_until_error(provider.stream(ask()))
     await provider.aclose()
     assert events == [TextDelta("a")]
     assert isinstance(error, ProviderStreamError)
-    assert error.message.endswith("broke off: no data for 0.3 s ([openai] timeout)")
+    assert error.message.endswith(f"broke off: no data for {limit(1.0):g} s ([openai] timeout)")
     assert server.openai_url in error.message
 
 

@@ -17,7 +17,7 @@ from acp_agent.runtime import Runtime
 def test_reads_writes_fresh_input_and_output_each_at_their_price() -> None:
     sonnet = model_info("anthropic", "claude-sonnet-4-5-20250929")
     usage = UsageReport(input_tokens=10_000, output_tokens=500, cached_read_tokens=6_000,
-                        cached_write_tokens=3_000)  # fmt: skip
+                        cached_write_tokens=3_000)
     expected = (1_000 * 3.0 + 6_000 * 0.30 + 3_000 * 3.75 + 500 * 15.0) / 1e6
     assert cost(sonnet, usage) == pytest.approx(expected)
     gpt = model_info("openai", "gpt-4.1")
@@ -39,7 +39,7 @@ ROUNDED = {"claude-3-haiku"}  # its price page rounds them: $0.30 writes, $0.03 
 @pytest.mark.parametrize(
     "prefix, info",
     [(p, i) for p, i in _TABLE
-     if p.startswith("claude") and p not in ROUNDED and i.input_price is not None],  # fmt: skip
+     if p.startswith("claude") and p not in ROUNDED and i.input_price is not None],
 )
 def test_claude_prices_keep_the_cache_multipliers(prefix: str, info: Any) -> None:
     """5-minute cache writes cost 1.25x the input price, reads 0.1x."""
@@ -56,7 +56,7 @@ def test_openai_cached_input_is_cheaper_and_never_written(prefix: str, info: Any
 
 def test_the_cache_prices_can_be_overridden() -> None:
     config = from_mapping({"model-overrides": {"anthropic:claude-sonnet-4-5": {
-        "cached-input-price": 0.5, "cache-write-price": 5.0}}})  # fmt: skip
+        "cached-input-price": 0.5, "cache-write-price": 5.0}}})
     runtime = Runtime(config, client=None)  # type: ignore[arg-type]
     info = runtime.model_info_for("anthropic:claude-sonnet-4-5")
     base = model_info("anthropic", "claude-sonnet-4-5")

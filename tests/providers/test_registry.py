@@ -100,7 +100,9 @@ async def test_ollama_needs_no_key(server: FakeLLMServer, monkeypatch: pytest.Mo
     assert request.headers["authorization"] == "Bearer no-key"
 
 
-async def test_openrouter_sends_its_key(server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_openrouter_sends_its_key(
+    server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENROUTER_API_KEY", "or-key")
     monkeypatch.setenv("OPENROUTER_BASE_URL", server.openai_url)
     provider = make_provider(from_mapping({"model": "openrouter:anthropic/claude-sonnet-4.5"}))

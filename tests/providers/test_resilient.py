@@ -20,12 +20,14 @@ from acp_agent.errors import (
 from acp_agent.providers.base import Finished, ModelRequest, StreamEvent, TextDelta
 from acp_agent.providers.resilient import Resilient, RetryPolicy, backoff_delay
 
-from ..fakes.provider import Gate, ScriptedProvider, text
+from ..fakes.provider import Gate, Item, ScriptedProvider, text
 
 REQUEST = ModelRequest(system="s", messages=[])
 
 
-def wrap(provider: ScriptedProvider, **policy: Any) -> tuple[Resilient, list[tuple[str, int, float]]]:
+def wrap(
+    provider: ScriptedProvider, **policy: Any
+) -> tuple[Resilient, list[tuple[str, int, float]]]:
     heard: list[tuple[str, int, float]] = []
 
     async def on_retry(exc: ProviderError, attempt: int, delay: float) -> None:
@@ -53,7 +55,7 @@ async def test_retries_what_is_retryable_and_tells_each_wait() -> None:
 
 
 async def test_gives_up_after_max_retries_with_the_last_error() -> None:
-    errors = [[ProviderHTTPError(f"busy {i}", 503)] for i in range(5)]
+    errors: list[list[Item]] = [[ProviderHTTPError(f"busy {i}", 503)] for i in range(5)]
     resilient, heard = wrap(ScriptedProvider(*errors), max_retries=2)
     with pytest.raises(ProviderHTTPError) as raised:
         await drain(resilient.stream(REQUEST))
@@ -104,7 +106,7 @@ async def test_first_event_timeout_names_the_endpoint_and_is_retried() -> None:
 async def test_a_stall_after_output_is_a_timeout_that_is_not_retried() -> None:
     provider = ScriptedProvider([TextDelta("a"), Gate()], text("dup"))
     resilient, heard = wrap(provider, first_event_timeout=3600, idle_timeout=0.05)
-    with pytest.raises(ProviderTimeoutError, match="stalled for 0.05 s"):
+    with pytest.raises(ProviderTimeoutError, match=r"stalled for 0\.05 s"):
         await drain(resilient.stream(REQUEST))
     assert heard == [] and provider.closed == 1
 

@@ -50,7 +50,7 @@ from ..fakes.llm_server import (
     ToolCall,
     Usage,
 )
-from . import cancel_after_first_event, collect, collect_until_error, imports_sdk
+from . import cancel_after_first_event, collect, collect_until_error, imports_sdk, streamed
 
 READ = ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}})
 
@@ -160,7 +160,8 @@ async def test_function_calls_are_assembled_from_streamed_arguments(
             ]
         )
     )
-    events = await collect(provider.stream(ask(tools=[READ])))
+    events, arguments = streamed(await collect(provider.stream(ask(tools=[READ]))))
+    assert arguments == {"call_1": '{"path": "src/main.py", "line": 3}', "call_2": '{"path": "."}'}
     assert without_usage(events) == [
         TextDelta("Reading."),
         ToolCallStarted("call_1", "read_file"),

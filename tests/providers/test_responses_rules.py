@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ..fakes.llm_responses import ResponsesState, check
-from ..fakes.llm_wire import Finish, Reasoning, ToolCall, responses_events
+from ..fakes.llm_wire import Finish, Reasoning, Step, ToolCall, responses_events
 
 TOOLS = [{"type": "function", "name": "read_file", "parameters": {"type": "object"},
           "strict": False}]  # fmt: skip
@@ -20,7 +20,8 @@ USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "t
 def issued(state: ResponsesState) -> tuple[str, str, str]:
     """Run one answer (reasoning, then a call) so the state knows its items: the reasoning
     id, its encrypted content, and the id of the call that followed it."""
-    steps = [Reasoning(("why",)), ToolCall("call_1", "read_file", "{}"), Finish("tool_calls")]
+    steps: list[Step] = [
+        Reasoning(("why",)), ToolCall("call_1", "read_file", "{}"), Finish("tool_calls")]
     responses_events(steps, "gpt-5", state.issuer({"include": ["reasoning.encrypted_content"]}))
     ((sealed, rs_id),) = state.sealed.items()
     return rs_id, sealed, state.follower[rs_id]

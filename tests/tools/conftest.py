@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .fake_client import FakeClient
+from .fake_client import FakeClient, MakeClient
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def ws(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[Callable[..., FakeClient]]:
+async def fake() -> AsyncIterator[MakeClient]:
     """``fake(read=..., write=..., terminal=..., files=...)`` → a FakeClient (closed after)."""
     made: list[FakeClient] = []
 

@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from acp_agent.errors import RemoteError
 from acp_agent.protocol import types as t
 from acp_agent.tools.base import ToolContext
 
+from ..limits import WAIT
 from ..schema_check import validate_def
 
 _REQUESTS = {
@@ -71,8 +72,9 @@ class FakeClient:
         self.write_result = write_result  # None: the client answers `null`
         self.events: list[tuple[str, Any]] = []  # ("call", (method, params)) / ("emit", update)
         self.terminals: dict[str, _Term] = {}
+        self._slow: set[asyncio.Future[Any]] = set()
         self.fail: dict[str, RemoteError] = {}
-        self.delay: dict[str, float] = {}  # seconds before a method answers
+        self.gates: dict[str, asyncio.Event] = {}  # a method answers once its gate is set
 
     # ------------------------------------------------------------------ Client protocol
 
@@ -103,17 +105,19 @@ class FakeClient:
         if method in self.fail:
             raise self.fail[method]
         handler = getattr(self, "_" + method.replace("/", "_"))
-        if method in self.delay:
+        if method in self.gates:
             # an editor that is slow to answer still does the work when the caller gives up
-            task = asyncio.ensure_future(self._slow(self.delay[method], handler(params)))
+            task = asyncio.ensure_future(self._gated(self.gates[method], handler(params)))
+            self._slow.add(task)
+            task.add_done_callback(self._slow.discard)
             result = await asyncio.shield(task)
         else:
             result = await handler(params)
         return msgspec.json.decode(msgspec.json.encode(result), type=result_type)
 
     @staticmethod
-    async def _slow(delay: float, work: Any) -> Any:
-        await asyncio.sleep(delay)
+    async def _gated(gate: asyncio.Event, work: Coroutine[Any, Any, Any]) -> Any:
+        await gate.wait()
         return await work
 
     # ------------------------------------------------------------------ inspection
@@ -140,6 +144,9 @@ class FakeClient:
                            tool_call_id="call-1", emit=emit)
 
     async def close(self) -> None:
+        for gate in self.gates.values():  # answers nobody waits for any more
+            gate.set()
+        await asyncio.gather(*self._slow, return_exceptions=True)
         for term in self.terminals.values():
             if term.proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -206,7 +213,7 @@ class FakeClient:
         term = self._term(p.terminal_id)
         await term.proc.wait()
         if term.reader is not None:
-            await asyncio.wait({term.reader}, timeout=1.0)
+            await asyncio.wait({term.reader}, timeout=WAIT)
         code, sig = self._status(term)
         return t.WaitForTerminalExitResponse(exit_code=code, signal=sig)
 
@@ -221,7 +228,7 @@ class FakeClient:
     async def _terminal_output(self, p: t.TerminalOutputRequest) -> t.TerminalOutputResponse:
         term = self._term(p.terminal_id)
         if term.proc.returncode is not None and term.reader is not None:
-            await asyncio.wait({term.reader}, timeout=1.0)
+            await asyncio.wait({term.reader}, timeout=WAIT)
         code, sig = self._status(term)
         status = (t.TerminalExitStatus(exit_code=code, signal=sig)
                   if term.proc.returncode is not None else None)
@@ -236,3 +243,7 @@ class FakeClient:
             await term.proc.wait()
         term.released = True
         return {}
+
+
+#: The ``fake`` fixture: ``fake(read=..., write=..., terminal=..., files=...)``.
+MakeClient = Callable[..., FakeClient]

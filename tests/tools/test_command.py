@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import time
-from collections.abc import Callable
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,52 +16,36 @@ from acp_agent.protocol import types as t
 from acp_agent.tools import budget
 from acp_agent.tools.command import RunCommand
 
+from ..limits import eventually
+from ..procs import group_gone
 from ..schema_check import validate_def
-from .fake_client import FakeClient, wire
+from ..timeouts import ManualTimeouts
+from .fake_client import FakeClient, MakeClient, wire
 from .raw import Raw
 
 run = Raw(RunCommand())
 
 
-def _live_members(pgid: int) -> list[int]:
-    """Processes of group ``pgid`` that are not zombies (those await their reaper)."""
-    live = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            live.append(int(pid))
-    return live
+def _pid(path: Path) -> int | None:
+    """The pid a command wrote to ``path`` (None until it has written it whole)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.endswith("\n") else None
 
 
-async def _assert_group_gone(pgid: int) -> None:
-    # A killed process closes its pipes a moment before it turns zombie, so the tool
-    # may return while the last member is still on its way out: poll, don't race.
-    await _wait_for(lambda: _live_members(pgid) == [])
-    deadline = time.monotonic() + 5  # orphaned zombies are reaped by init, maybe lazily
-    while True:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        assert time.monotonic() < deadline, "process group still exists"
-        await asyncio.sleep(0.05)
-
-
-async def _wait_for(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.02)
+async def _pid_written(path: Path) -> int:
+    await eventually(lambda: _pid(path) is not None, f"the command writes its pid to {path}")
+    pid = _pid(path)
+    assert pid is not None
+    return pid
 
 
 # ---------------------------------------------------------------------- metadata
 
 
-def test_title_access_permission_key(ws: Path, fake) -> None:
+def test_title_access_permission_key(ws: Path, fake: MakeClient) -> None:
     ctx = fake().context(str(ws))
     assert run.title({"command": "pytest -q"}, ctx) == "Run `pytest -q`"
     assert run.title({"command": "ls", "cwd": "src"}, ctx) == "Run `ls` in src"
@@ -86,7 +71,7 @@ def test_title_access_permission_key(ws: Path, fake) -> None:
 # ---------------------------------------------------------------------- local
 
 
-async def test_local_output_exit_code_cwd(ws: Path, fake, tmp_path: Path,
+async def test_local_output_exit_code_cwd(ws: Path, fake: MakeClient, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     client = fake(read=True, write=True)  # no terminal capability
@@ -104,25 +89,32 @@ async def test_local_output_exit_code_cwd(ws: Path, fake, tmp_path: Path,
         await run.run({"command": "true", "cwd": "nope"}, ctx)
 
 
-async def test_local_timeout_kills_group(ws: Path, fake) -> None:
+async def test_local_timeout_kills_group(ws: Path, fake: MakeClient,
+                                         manual_timeouts: ManualTimeouts) -> None:
     ctx = fake().context(str(ws))
-    out = await run.run({"command": "echo $$ > pid; echo started; sleep 30 & sleep 30",
-                         "timeout_ms": 300}, ctx)
+    task = asyncio.create_task(run.run(
+        {"command": "echo started; sleep 30 & echo $$ > pid; sleep 30", "timeout_ms": 300}, ctx))
+    pgid = await _pid_written(ws / "pid")
+    await manual_timeouts.expire()  # the 0.3 s are up
+    out = await task
+    assert manual_timeouts.delays == [0.3]
     assert out.raw_output["timedOut"] is True
     assert "started" in out.text and "Timed out after 0.3 s" in out.text
-    await _assert_group_gone(int((ws / "pid").read_text()))
+    await group_gone(pgid)
 
 
-async def test_local_background_job_holding_output_does_not_hang(ws: Path, fake) -> None:
-    started = time.monotonic()
+async def test_local_background_job_holding_output_does_not_hang(
+    ws: Path, fake: MakeClient
+) -> None:
+    """The shell exits while a background job holds the output pipe: after a grace
+    period (``shell.PIPE_GRACE``) the job is killed and the call returns."""
     out = await run.run({"command": "echo $$ > pid; echo hi; sleep 30 &"},
                         fake().context(str(ws)))
-    assert time.monotonic() - started < 3
     assert out.text == "hi\n\nExit code: 0"
-    await _assert_group_gone(int((ws / "pid").read_text()))
+    await group_gone(int((ws / "pid").read_text()))
 
 
-async def test_local_flood_is_bounded(ws: Path, fake) -> None:
+async def test_local_flood_is_bounded(ws: Path, fake: MakeClient) -> None:
     cmd = "echo FIRST; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo LAST"
     out = await run.run({"command": cmd}, fake().context(str(ws)))
     assert out.raw_output["truncated"] is True
@@ -134,21 +126,50 @@ async def test_local_flood_is_bounded(ws: Path, fake) -> None:
     assert out.text.endswith("LAST\n\nExit code: 0")
 
 
-async def test_local_cancel_kills_group(ws: Path, fake) -> None:
+async def test_local_cancel_kills_group(ws: Path, fake: MakeClient) -> None:
     ctx = fake().context(str(ws))
     task = asyncio.create_task(run.run(
-        {"command": "echo $$ > pid; sleep 30 & sleep 30; echo never"}, ctx))
-    await _wait_for(lambda: (ws / "pid").exists() and (ws / "pid").read_text().strip() != "")
-    await asyncio.sleep(0.05)
-    pgid = int((ws / "pid").read_text())
+        {"command": "sleep 30 & echo $$ > pid; sleep 30; echo never"}, ctx))
+    pgid = await _pid_written(ws / "pid")  # the background job has started by then
     os.killpg(pgid, 0)  # running
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await _assert_group_gone(pgid)
+    await group_gone(pgid)
 
 
-async def test_local_signal_exit(ws: Path, fake) -> None:
+async def test_local_cancel_while_starting_kills_what_the_shell_started(
+    ws: Path, fake: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while the command is still being started (asyncio has not returned the
+    process yet, but the shell already runs and has started a job): the whole group
+    is killed once the start completes, not only the shell."""
+    real_start = asyncio.create_subprocess_exec
+    started, finish_start = asyncio.Event(), asyncio.Event()
+
+    async def slow_start(*args: Any, **kw: Any) -> asyncio.subprocess.Process:
+        proc = await real_start(*args, **kw)
+        started.set()
+        await finish_start.wait()  # the call is cancelled here
+        return proc
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", slow_start)
+    task = asyncio.create_task(run.run(
+        {"command": "sleep 3600 & echo $$ > pid; sleep 3600"}, fake().context(str(ws))))
+    await started.wait()
+    pgid = await _pid_written(ws / "pid")  # the background job has started by then
+    try:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        finish_start.set()
+        await group_gone(pgid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+async def test_local_signal_exit(ws: Path, fake: MakeClient) -> None:
     out = await run.run({"command": "kill -TERM $$"}, fake().context(str(ws)))
     assert out.raw_output["signal"] == "SIGTERM" and out.raw_output["exitCode"] is None
     assert "Killed by signal SIGTERM" in out.text
@@ -157,7 +178,7 @@ async def test_local_signal_exit(ws: Path, fake) -> None:
 # ---------------------------------------------------------------------- editor terminal
 
 
-async def test_terminal_route(ws: Path, fake) -> None:
+async def test_terminal_route(ws: Path, fake: MakeClient) -> None:
     client: FakeClient = fake(terminal=True)
     ctx = client.context(str(ws))
     out = await run.run({"command": "echo hello; echo oops >&2; exit 2", "cwd": "src"}, ctx)
@@ -182,12 +203,17 @@ async def test_terminal_route(ws: Path, fake) -> None:
     assert client.terminals["term-1"].released
 
 
-async def test_terminal_timeout_kills_outputs_releases(ws: Path, fake) -> None:
+async def test_terminal_timeout_kills_outputs_releases(
+    ws: Path, fake: MakeClient, manual_timeouts: ManualTimeouts
+) -> None:
     client: FakeClient = fake(terminal=True)
-    started = time.monotonic()
-    out = await run.run({"command": "echo partial; sleep 30", "timeout_ms": 300},
-                        client.context(str(ws)))
-    assert time.monotonic() - started < 4
+    task = asyncio.create_task(run.run(
+        {"command": "echo partial; echo $$ > pid; sleep 30", "timeout_ms": 300},
+        client.context(str(ws))))
+    await _pid_written(ws / "pid")
+    await manual_timeouts.expire()
+    out = await task
+    assert manual_timeouts.delays == [0.3]
     assert client.methods == ["terminal/create", "terminal/wait_for_exit", "terminal/kill",
                               "terminal/output", "terminal/release"]
     assert out.raw_output["timedOut"] is True and "partial" in out.text
@@ -196,10 +222,11 @@ async def test_terminal_timeout_kills_outputs_releases(ws: Path, fake) -> None:
     assert term.killed and term.released and term.proc.returncode is not None
 
 
-async def test_terminal_cancel_kills_and_releases(ws: Path, fake) -> None:
+async def test_terminal_cancel_kills_and_releases(ws: Path,
+                                                 fake: MakeClient) -> None:
     client: FakeClient = fake(terminal=True)
     task = asyncio.create_task(run.run({"command": "sleep 30"}, client.context(str(ws))))
-    await _wait_for(lambda: "terminal/wait_for_exit" in client.methods)
+    await eventually(lambda: "terminal/wait_for_exit" in client.methods, "waiting for the exit")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -208,35 +235,40 @@ async def test_terminal_cancel_kills_and_releases(ws: Path, fake) -> None:
     assert term.released and term.proc.returncode is not None
 
 
-async def test_terminal_cancel_during_create_still_releases(ws: Path, fake) -> None:
+async def test_terminal_cancel_during_create_still_releases(
+    ws: Path, fake: MakeClient
+) -> None:
     client: FakeClient = fake(terminal=True)
-    client.delay["terminal/create"] = 0.2
+    client.gates["terminal/create"] = created = asyncio.Event()  # the editor is slow
     task = asyncio.create_task(run.run({"command": "sleep 30"}, client.context(str(ws))))
-    await _wait_for(lambda: "terminal/create" in client.methods)
+    await eventually(lambda: "terminal/create" in client.methods, "terminal/create was sent")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await _wait_for(lambda: "terminal/release" in client.methods)
+    created.set()  # the terminal exists after all: it must be cleaned up
+    await eventually(lambda: "terminal/release" in client.methods, "the terminal is released")
     assert client.methods == ["terminal/create", "terminal/kill", "terminal/release"]
     assert client.terminals["term-1"].released
 
 
-async def test_terminal_release_survives_a_second_cancel(ws: Path, fake) -> None:
+async def test_terminal_release_survives_a_second_cancel(
+    ws: Path, fake: MakeClient
+) -> None:
     client: FakeClient = fake(terminal=True)
-    client.delay["terminal/kill"] = 0.2
+    client.gates["terminal/kill"] = killed = asyncio.Event()  # the editor is slow to kill
     task = asyncio.create_task(run.run({"command": "sleep 30"}, client.context(str(ws))))
-    await _wait_for(lambda: "terminal/wait_for_exit" in client.methods)
+    await eventually(lambda: "terminal/wait_for_exit" in client.methods, "waiting for the exit")
     task.cancel()
-    await _wait_for(lambda: "terminal/kill" in client.methods)
+    await eventually(lambda: "terminal/kill" in client.methods, "terminal/kill was sent")
     task.cancel()  # impatient: cancel again while cleaning up
     with pytest.raises(asyncio.CancelledError):
         await task
-    await _wait_for(lambda: "terminal/release" in client.methods)
-    await _wait_for(lambda: client.terminals["term-1"].released)
+    killed.set()
+    await eventually(lambda: client.terminals["term-1"].released, "the terminal is released")
     assert client.methods[-2:] == ["terminal/kill", "terminal/release"]
 
 
-async def test_terminal_output_bounded_and_truncation_reported(ws: Path, fake) -> None:
+async def test_terminal_output_bounded_and_truncation_reported(ws: Path, fake: MakeClient) -> None:
     client: FakeClient = fake(terminal=True)
     out = await run.run({"command": "head -c 200000 /dev/zero | tr '\\0' y; echo; echo END"},
                         client.context(str(ws)))
@@ -247,7 +279,7 @@ async def test_terminal_output_bounded_and_truncation_reported(ws: Path, fake) -
     assert out.text.endswith("END\n\nExit code: 0")
 
 
-async def test_terminal_errors(ws: Path, fake) -> None:
+async def test_terminal_errors(ws: Path, fake: MakeClient) -> None:
     client: FakeClient = fake(terminal=True)
     client.fail["terminal/create"] = RemoteError(-32603, "no shells today")
     with pytest.raises(ToolError, match="no shells today"):
@@ -267,7 +299,7 @@ def test_no_terminal_calls_without_capability() -> None:
 
 
 async def test_terminal_truncated_flag_becomes_a_marker(
-        ws: Path, fake: Callable[..., FakeClient]) -> None:  # fmt: skip
+        ws: Path, fake: MakeClient) -> None:  # fmt: skip
     """The editor keeps only the last output_byte_limit bytes and says `truncated`: the
     model is told the beginning is gone and how to see everything."""
     client = fake(terminal=True)

@@ -11,7 +11,7 @@ from acp_agent.errors import RemoteError, ToolError
 from acp_agent.tools.files import EditFile, ReadFile, WriteFile
 
 from ..schema_check import validate_def
-from .fake_client import wire
+from .fake_client import MakeClient, wire
 from .raw import Raw
 
 read, write, edit = Raw(ReadFile()), Raw(WriteFile()), Raw(EditFile())
@@ -20,7 +20,7 @@ read, write, edit = Raw(ReadFile()), Raw(WriteFile()), Raw(EditFile())
 # ---------------------------------------------------------------------- read_file
 
 
-async def test_read_local_numbered_no_client_calls(ws: Path, fake) -> None:
+async def test_read_local_numbered_no_client_calls(ws: Path, fake: MakeClient) -> None:
     client = fake()
     ctx = client.context(str(ws))
     out = await read.run({"path": "src/app.py"}, ctx)
@@ -36,7 +36,7 @@ async def test_read_local_numbered_no_client_calls(ws: Path, fake) -> None:
     assert read.access({"path": "src/app.py"}, ctx) == ("read", [abs_path])
 
 
-async def test_read_offset_limit_local(ws: Path, fake) -> None:
+async def test_read_offset_limit_local(ws: Path, fake: MakeClient) -> None:
     (ws / "n.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     ctx = fake().context(str(ws))
     out = await read.run({"path": "n.txt", "offset": 4, "limit": 3}, ctx)
@@ -49,7 +49,7 @@ async def test_read_offset_limit_local(ws: Path, fake) -> None:
     assert "past the end" in past.text
 
 
-async def test_read_through_editor_buffer_wins(ws: Path, fake) -> None:
+async def test_read_through_editor_buffer_wins(ws: Path, fake: MakeClient) -> None:
     abs_path = str(ws / "src" / "app.py")
     client = fake(read=True, files={abs_path: "unsaved 1\nunsaved 2\nunsaved 3\n"})
     ctx = client.context(str(ws))
@@ -66,7 +66,7 @@ async def test_read_through_editor_buffer_wins(ws: Path, fake) -> None:
 
 
 async def test_read_relative_to_session_cwd_not_process_cwd(
-    ws: Path, fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ws: Path, fake: MakeClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "src").mkdir(parents=True)
@@ -80,7 +80,7 @@ async def test_read_relative_to_session_cwd_not_process_cwd(
     assert "import os" in local.text
 
 
-async def test_read_errors(ws: Path, fake) -> None:
+async def test_read_errors(ws: Path, fake: MakeClient) -> None:
     ctx = fake().context(str(ws))
     with pytest.raises(ToolError, match="not found"):
         await read.run({"path": "nope.txt"}, ctx)
@@ -95,7 +95,7 @@ async def test_read_errors(ws: Path, fake) -> None:
         await read.run({"path": "README.md"}, editor.context(str(ws)))
 
 
-async def test_read_empty(ws: Path, fake) -> None:
+async def test_read_empty(ws: Path, fake: MakeClient) -> None:
     (ws / "e.txt").write_text("")
     assert (await read.run({"path": "e.txt"}, fake().context(str(ws)))).text == "(empty file)"
 
@@ -103,7 +103,7 @@ async def test_read_empty(ws: Path, fake) -> None:
 # ---------------------------------------------------------------------- write_file
 
 
-async def test_write_new_and_existing_locally(ws: Path, fake) -> None:
+async def test_write_new_and_existing_locally(ws: Path, fake: MakeClient) -> None:
     client = fake()
     ctx = client.context(str(ws))
     out = await write.run({"path": "new/dir/x.txt", "content": "a\nb\n"}, ctx)
@@ -125,7 +125,7 @@ async def test_write_new_and_existing_locally(ws: Path, fake) -> None:
 
 
 @pytest.mark.parametrize("write_result", [None, {}])
-async def test_write_through_editor(ws: Path, fake, write_result: object) -> None:
+async def test_write_through_editor(ws: Path, fake: MakeClient, write_result: object) -> None:
     abs_path = str(ws / "src" / "app.py")
     client = fake(read=True, write=True, files={abs_path: "buffer\n"}, write_result=write_result)
     ctx = client.context(str(ws))
@@ -140,14 +140,14 @@ async def test_write_through_editor(ws: Path, fake, write_result: object) -> Non
     assert not (ws / "fresh.txt").exists()
 
 
-async def test_write_only_capability_reads_old_text_from_disk(ws: Path, fake) -> None:
+async def test_write_only_capability_reads_old_text_from_disk(ws: Path, fake: MakeClient) -> None:
     client = fake(write=True)
     out = await write.run({"path": "README.md", "content": "x"}, client.context(str(ws)))
     assert client.methods == ["fs/write_text_file"]
     assert wire(out.content)[0]["oldText"] == "# Demo\nhello world\n"
 
 
-async def test_write_editor_error_is_a_tool_error(ws: Path, fake) -> None:
+async def test_write_editor_error_is_a_tool_error(ws: Path, fake: MakeClient) -> None:
     client = fake(write=True)
     client.fail["fs/write_text_file"] = RemoteError(-32603, "disk full")
     with pytest.raises(ToolError, match="disk full"):
@@ -157,7 +157,7 @@ async def test_write_editor_error_is_a_tool_error(ws: Path, fake) -> None:
 # ---------------------------------------------------------------------- edit_file
 
 
-async def test_edit_unique_replacement(ws: Path, fake) -> None:
+async def test_edit_unique_replacement(ws: Path, fake: MakeClient) -> None:
     client = fake()
     ctx = client.context(str(ws))
     args = {"path": "src/app.py", "old_string": "return os.getcwd()", "new_string": "return 42"}
@@ -176,7 +176,7 @@ async def test_edit_unique_replacement(ws: Path, fake) -> None:
     assert wire(edit.locations(args, ctx)) == [{"path": abs_path}]
 
 
-async def test_edit_not_found_ambiguous_replace_all(ws: Path, fake) -> None:
+async def test_edit_not_found_ambiguous_replace_all(ws: Path, fake: MakeClient) -> None:
     (ws / "d.txt").write_text("foo\nbar\nfoo\n")
     ctx = fake().context(str(ws))
     with pytest.raises(ToolError, match="not found"):
@@ -198,7 +198,7 @@ async def test_edit_not_found_ambiguous_replace_all(ws: Path, fake) -> None:
     assert wire(one.locations)[0]["line"] == 2
 
 
-async def test_edit_through_editor_both_ways(ws: Path, fake) -> None:
+async def test_edit_through_editor_both_ways(ws: Path, fake: MakeClient) -> None:
     abs_path = str(ws / "src" / "app.py")
     client = fake(read=True, write=True, files={abs_path: "a = 1\nb = 2\n"})
     out = await edit.run({"path": "src/app.py", "old_string": "b = 2", "new_string": "b = 3"},
@@ -209,7 +209,7 @@ async def test_edit_through_editor_both_ways(ws: Path, fake) -> None:
     assert wire(out.locations)[0]["line"] == 2
 
 
-async def test_edit_crlf_file(ws: Path, fake) -> None:
+async def test_edit_crlf_file(ws: Path, fake: MakeClient) -> None:
     (ws / "w.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
     await edit.run({"path": "w.txt", "old_string": "one\ntwo", "new_string": "1\n2"},
                    fake().context(str(ws)))
@@ -227,7 +227,9 @@ ARGS: dict[str, dict[str, str]] = {
 
 
 @pytest.mark.parametrize("tool", [read, write, edit], ids=lambda x: x.spec.name)
-async def test_access_paths_and_escapes(ws: Path, fake, tmp_path: Path, tool) -> None:
+async def test_access_paths_and_escapes(
+    ws: Path, fake: MakeClient, tmp_path: Path, tool: Raw
+) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("s")

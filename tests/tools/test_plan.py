@@ -11,7 +11,7 @@ from acp_agent.errors import ToolError
 from acp_agent.tools import ToolOutput, Toolset, builtin_tools
 from acp_agent.tools.plan import UpdatePlan
 
-from .fake_client import wire
+from .fake_client import FakeClient, MakeClient, wire
 from .raw import Raw
 
 plan = Raw(UpdatePlan())
@@ -23,7 +23,7 @@ ENTRIES = [
 ]
 
 
-async def test_update_plan_emits_complete_plan(ws: Path, fake) -> None:
+async def test_update_plan_emits_complete_plan(ws: Path, fake: MakeClient) -> None:
     client = fake(read=True, write=True, terminal=True)
     ctx = client.context(str(ws))
     out = await plan.run({"entries": ENTRIES}, ctx)
@@ -51,7 +51,9 @@ async def test_update_plan_emits_complete_plan(ws: Path, fake) -> None:
     ([ENTRIES[0], {"content": "x", "priority": "high", "status": "pending", "eta": 1}],
      r"unknown field `eta` - at `\$.entries\[1\]`"),
 ])
-async def test_update_plan_rejects_bad_entries(ws: Path, fake, entries: Any, message: str) -> None:
+async def test_update_plan_rejects_bad_entries(
+    ws: Path, fake: MakeClient, entries: Any, message: str
+) -> None:
     client = fake()
     with pytest.raises(ToolError, match=message):
         await plan.run({"entries": entries}, client.context(str(ws)))
@@ -63,12 +65,14 @@ def test_builtin_toolset() -> None:
     assert isinstance(tools, Toolset)
     names = [s.name for s in tools.specs()]
     assert names == ["read_file", "write_file", "edit_file", "move_file", "list_directory",
-                     "glob", "grep", "run_command", "update_plan", "write_plan", "discard_plan"]
+                     "glob", "grep", "run_command", "update_plan", "write_plan", "discard_plan",
+                     "ask_user"]
     kinds = {name: tools.get(name).kind for name in names}  # type: ignore[union-attr]
-    assert kinds == {"read_file": "read", "write_file": "edit", "edit_file": "edit", "move_file": "move",
+    assert kinds == {"read_file": "read", "write_file": "edit", "edit_file": "edit",
+                     "move_file": "move",
                      "list_directory": "read", "glob": "search", "grep": "search",
                      "run_command": "execute", "update_plan": "think", "write_plan": "think",
-                     "discard_plan": "think"}
+                     "discard_plan": "think", "ask_user": "think"}
     for spec in tools.specs():
         params = spec.parameters
         assert params["type"] == "object" and params["additionalProperties"] is False
@@ -77,10 +81,9 @@ def test_builtin_toolset() -> None:
     assert ToolOutput("x").content == []
 
 
-async def test_invalid_arguments_raise_tool_errors(ws: Path, fake) -> None:
+async def test_invalid_arguments_raise_tool_errors() -> None:
     """parse() rejects bad arguments with a ToolError naming the field and the
     parameters (the turn reports it to the model)."""
-    ctx = fake().context(str(ws))
     tools = builtin_tools()
     cases: list[tuple[str, dict[str, Any]]] = [
         ("read_file", {}), ("read_file", {"path": 3}), ("write_file", {"content": "x"}),
@@ -96,7 +99,7 @@ async def test_invalid_arguments_raise_tool_errors(ws: Path, fake) -> None:
 
 # ---------------------------------------------------------------- plan documents (draft `plan`)
 
-def _with_plan_capability(client) -> None:
+def _with_plan_capability(client: FakeClient) -> None:
     import msgspec as _msgspec
 
     from acp_agent.protocol import types as t
@@ -104,7 +107,7 @@ def _with_plan_capability(client) -> None:
     client.capabilities = _msgspec.structs.replace(client.capabilities, plan=t.PlanCapabilities())
 
 
-async def test_update_plan_uses_plan_update_when_advertised(ws: Path, fake) -> None:
+async def test_update_plan_uses_plan_update_when_advertised(ws: Path, fake: MakeClient) -> None:
     client = fake()
     _with_plan_capability(client)
     await plan.run({"entries": ENTRIES}, client.context(str(ws)))
@@ -112,7 +115,7 @@ async def test_update_plan_uses_plan_update_when_advertised(ws: Path, fake) -> N
         "type": "items", "planId": "checklist", "entries": ENTRIES}}]
 
 
-async def test_write_plan_document_and_fallbacks(ws: Path, fake) -> None:
+async def test_write_plan_document_and_fallbacks(ws: Path, fake: MakeClient) -> None:
     from acp_agent.tools.plan import DiscardPlan, WritePlan
 
     doc = "## Plan\n\n- [x] Read the parser\n- [ ] Split the lexer\n\nNotes follow."
@@ -121,7 +124,10 @@ async def test_write_plan_document_and_fallbacks(ws: Path, fake) -> None:
     await Raw(WritePlan()).run({"content": doc}, rich.context(str(ws)))
     await Raw(DiscardPlan()).run({}, rich.context(str(ws)))
     assert wire(rich.emitted) == [
-        {"sessionUpdate": "plan_update", "plan": {"type": "markdown", "planId": "plan", "content": doc}},
+        {
+            "sessionUpdate": "plan_update",
+            "plan": {"type": "markdown", "planId": "plan", "content": doc},
+        },
         {"sessionUpdate": "plan_removed", "planId": "plan"},
         {"sessionUpdate": "plan_removed", "planId": "checklist"},
     ]
@@ -130,10 +136,17 @@ async def test_write_plan_document_and_fallbacks(ws: Path, fake) -> None:
     await Raw(WritePlan()).run({"content": "Just prose, no steps."}, plain.context(str(ws)))
     await Raw(DiscardPlan()).run({}, plain.context(str(ws)))
     assert wire(plain.emitted) == [
-        {"sessionUpdate": "plan", "entries": [
-            {"content": "Read the parser", "priority": "medium", "status": "completed"},
-            {"content": "Split the lexer", "priority": "medium", "status": "pending"}]},
-        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Just prose, no steps.\n"}},
+        {
+            "sessionUpdate": "plan",
+            "entries": [
+                {"content": "Read the parser", "priority": "medium", "status": "completed"},
+                {"content": "Split the lexer", "priority": "medium", "status": "pending"},
+            ],
+        },
+        {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "Just prose, no steps.\n"},
+        },
         {"sessionUpdate": "plan", "entries": []},
     ]
     with pytest.raises(ToolError):

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from acp_agent.errors import ToolError
-from acp_agent.tools import Tool, budget, search
+from acp_agent.tools import budget, search
 from acp_agent.tools._common import glob_regex, split_glob
 from acp_agent.tools.search import Glob, Grep, ListDirectory
 
-from .fake_client import FakeClient, wire
+from .fake_client import MakeClient, wire
 from .raw import Raw
 
 ls, glob, grep = Raw(ListDirectory()), Raw(Glob()), Raw(Grep())
@@ -34,7 +33,7 @@ def tree(ws: Path) -> Path:
 # ---------------------------------------------------------------------- list_directory
 
 
-async def test_list_directory(tree: Path, fake) -> None:
+async def test_list_directory(tree: Path, fake: MakeClient) -> None:
     client = fake(read=True, write=True, terminal=True)
     ctx = client.context(str(tree))
     out = await ls.run({"path": "."}, ctx)
@@ -54,7 +53,9 @@ async def test_list_directory(tree: Path, fake) -> None:
     assert (await ls.run({"path": "empty"}, ctx)).text == "(empty directory)"
 
 
-async def test_list_directory_bounded(ws: Path, fake, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_list_directory_bounded(
+    ws: Path, fake: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(search, "LIST_MAX_ENTRIES", 5)
     for i in range(12):
         (ws / f"f{i:02d}").write_text("")
@@ -68,7 +69,7 @@ async def test_list_directory_bounded(ws: Path, fake, monkeypatch: pytest.Monkey
 # ---------------------------------------------------------------------- glob
 
 
-async def test_glob_recursive_skips_vendor_dirs(tree: Path, fake) -> None:
+async def test_glob_recursive_skips_vendor_dirs(tree: Path, fake: MakeClient) -> None:
     client = fake(read=True, terminal=True)
     ctx = client.context(str(tree))
     out = await glob.run({"pattern": "**/*.py"}, ctx)
@@ -91,7 +92,9 @@ async def test_glob_recursive_skips_vendor_dirs(tree: Path, fake) -> None:
     assert glob.access({"pattern": "../**"}, ctx) == ("read", [str(tree.parent)])
 
 
-async def test_glob_bounded_and_errors(ws: Path, fake, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_glob_bounded_and_errors(
+    ws: Path, fake: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(search, "GLOB_MAX_PATHS", 3)
     for i in range(10):
         (ws / f"g{i}.txt").write_text("")
@@ -119,7 +122,7 @@ def test_glob_regex() -> None:
 # ---------------------------------------------------------------------- grep
 
 
-async def test_grep_format_locations_no_client(tree: Path, fake) -> None:
+async def test_grep_format_locations_no_client(tree: Path, fake: MakeClient) -> None:
     client = fake(read=True, write=True, terminal=True)
     ctx = client.context(str(tree))
     out = await grep.run({"pattern": r"TODO fix src/pkg/\w+\.py"}, ctx)
@@ -143,7 +146,7 @@ async def test_grep_format_locations_no_client(tree: Path, fake) -> None:
         "Search `TODO` in src (*.py)")
 
 
-async def test_grep_errors_binary_and_bounds(ws: Path, fake) -> None:
+async def test_grep_errors_binary_and_bounds(ws: Path, fake: MakeClient) -> None:
     ctx = fake().context(str(ws))
     with pytest.raises(ToolError, match="invalid regular expression"):
         await grep.run({"pattern": "("}, ctx)
@@ -166,12 +169,12 @@ async def test_grep_errors_binary_and_bounds(ws: Path, fake) -> None:
     assert out.raw_output["truncated"] is True
 
 
-async def test_search_access_outside_roots(ws: Path, fake, tmp_path: Path) -> None:
+async def test_search_access_outside_roots(ws: Path, fake: MakeClient, tmp_path: Path) -> None:
     outside = tmp_path / "out"
     outside.mkdir()
     os.symlink(outside, ws / "escape")
     ctx = fake().context(str(ws))
-    cases: list[tuple[Tool, dict[str, Any]]] = [
+    cases: list[tuple[Raw, dict[str, Any]]] = [
         (ls, {"path": "escape"}),
         (glob, {"pattern": "*", "path": "escape"}),
         (grep, {"pattern": "x", "path": "escape"}),
@@ -188,7 +191,7 @@ async def test_search_access_outside_roots(ws: Path, fake, tmp_path: Path) -> No
 # ---------------------------------------------------------------------- totals, limits
 
 
-async def test_grep_reports_totals(ws: Path, fake: Callable[..., FakeClient],
+async def test_grep_reports_totals(ws: Path, fake: MakeClient,
                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.setattr(search, "GREP_MAX_MATCHES", 5)
     for name in ("a.txt", "b.txt", "c.txt"):
@@ -207,7 +210,7 @@ async def test_grep_reports_totals(ws: Path, fake: Callable[..., FakeClient],
         "specific pattern.]")
 
 
-async def test_walk_limit_is_reported(tree: Path, fake: Callable[..., FakeClient],
+async def test_walk_limit_is_reported(tree: Path, fake: MakeClient,
                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.setattr(search, "MAX_WALK_ENTRIES", 4)
     ctx = fake().context(str(tree))
@@ -219,7 +222,7 @@ async def test_walk_limit_is_reported(tree: Path, fake: Callable[..., FakeClient
     assert hits.text.split("\n")[-1] == marker
 
 
-async def test_grep_decodes_as_read_file_does(ws: Path, fake: Callable[..., FakeClient]) -> None:
+async def test_grep_decodes_as_read_file_does(ws: Path, fake: MakeClient) -> None:
     (ws / "l1.txt").write_bytes("menu\ncafé crème\n".encode("latin-1"))
     (ws / "crlf.txt").write_bytes(b"one\r\ncaf\xc3\xa9\rmid\r\n")
     out = await grep.run({"pattern": "caf"}, fake().context(str(ws)))
@@ -227,7 +230,7 @@ async def test_grep_decodes_as_read_file_does(ws: Path, fake: Callable[..., Fake
     assert out.text.split("\n") == ["crlf.txt:2: café\rmid", "l1.txt:2: café crème"]
 
 
-async def test_listing_byte_cap(ws: Path, fake: Callable[..., FakeClient]) -> None:
+async def test_listing_byte_cap(ws: Path, fake: MakeClient) -> None:
     for i in range(400):
         (ws / (f"{i:03d}" + "n" * 90)).write_text("")
     out = await ls.run({"path": "."}, fake().context(str(ws)))

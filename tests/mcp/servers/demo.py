@@ -1,7 +1,7 @@
 """A small MCP server written with the official SDK (``MCPServer``), for the hub tests.
 
-``python demo.py [--name NAME] [--pid-file PATH]`` serves it over stdio; the HTTP and SSE
-tests mount :func:`build_server`'s apps in-process on 127.0.0.1.
+``python demo.py [--name NAME] [--pid-file PATH] [--wait-for PATH]`` serves it over
+stdio; the HTTP and SSE tests mount :func:`build_server`'s apps in-process on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import argparse
 import base64
 import os
 import time
+from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver import Image, MCPServer
@@ -66,8 +67,10 @@ def build_server(name: str = "demo") -> MCPServer:
     def fail() -> str:
         raise ToolError("it broke")
 
-    @server.tool(description="Sleep, then answer.")
-    async def slow(seconds: float) -> str:
+    @server.tool(description="Sleep, then answer (creating the file `started` first, if given).")
+    async def slow(seconds: float, started: str = "") -> str:
+        if started:
+            Path(started).touch()
         await anyio.sleep(seconds)
         return f"slept {seconds}"
 
@@ -109,13 +112,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--name", default="demo")
     parser.add_argument("--pid-file")
-    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before serving")
+    parser.add_argument("--wait-for", metavar="PATH", help="serve once this file exists")
     args = parser.parse_args()
     if args.pid_file:
         with open(args.pid_file, "w") as f:
             f.write(str(os.getpid()))
-    if args.delay:
-        time.sleep(args.delay)
+    while args.wait_for and not os.path.exists(args.wait_for):
+        time.sleep(0.01)
     build_server(args.name).run("stdio")
 
 

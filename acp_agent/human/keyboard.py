@@ -1,0 +1,193 @@
+"""Lines typed at the keyboard, read without a blocked thread, and Ctrl-C as an event.
+
+On a terminal the line discipline edits the line (canonical mode) and the event loop
+reads it when Enter makes it readable (``add_reader``): nothing blocks, so Ctrl-C (a
+SIGINT the front end handles) can end a read at once (:meth:`Keyboard.interrupt`) and no
+line typed afterwards is swallowed by a read nobody waits for. While no line is asked
+for, the terminal does not echo (typing during a turn would draw over its output); each
+read starts by discarding what was typed meanwhile, so a stray Enter never answers a
+question it was not typed for. The terminal's modes are restored on :meth:`close`.
+
+Other input (a pipe, a file) is read by a daemon thread, line by line, all of it kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import sys
+import threading
+from collections import deque
+from typing import Any, TextIO
+
+
+class Interrupted(Exception):
+    """Ctrl-C ended the read."""
+
+
+class Keyboard:
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdin
+        self._tty = self.stream.isatty()
+        self._lines: deque[str | None] = deque()  # None: end of input
+        self._partial = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._waiter: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = False
+        self._saved: list[Any] | None = None
+        self._listening = False
+        self.at_eof = False
+
+    def isatty(self) -> bool:
+        return self._tty
+
+    @property
+    def reading(self) -> bool:
+        """A line is being waited for (a prompt or a question is on screen)."""
+        return self._waiter is not None and not self._waiter.done()
+
+    # ------------------------------------------------------------------ set-up
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._loop = asyncio.get_running_loop()
+        if self._tty:
+            fd = self.stream.fileno()
+            self._saved = _termios_get(fd)
+            self._loop.add_reader(fd, self._readable, fd)
+            self._echo(False)
+        else:
+            threading.Thread(target=self._pump, name="keyboard", daemon=True).start()
+
+    def close(self) -> None:
+        """Stop reading and give the terminal its modes back."""
+        if self._started and self._tty and self._loop is not None:
+            with contextlib.suppress(Exception):
+                self._loop.remove_reader(self.stream.fileno())
+        if self._saved is not None:
+            _termios_set(self.stream.fileno(), self._saved)
+            self._saved = None
+
+    def _echo(self, on: bool) -> None:
+        if self._saved is None:
+            return
+        import termios
+
+        fd = self.stream.fileno()
+        attrs = _termios_get(fd)
+        if attrs is None:
+            return
+        lflag = attrs[3]
+        attrs[3] = lflag | termios.ECHO if on else lflag & ~termios.ECHO
+        _termios_set(fd, attrs)
+
+    # ------------------------------------------------------------------ input
+
+    def _readable(self, fd: int) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:  # the terminal went away (EIO): end of input
+            data = b""
+        self._feed(data)
+
+    def _pump(self) -> None:
+        """The thread for input that is not a terminal."""
+        fd = self.stream.fileno()
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                data = b""
+            assert self._loop is not None
+            try:
+                self._loop.call_soon_threadsafe(self._feed, data)
+            except RuntimeError:  # the loop is closed: nobody reads any more
+                return
+            if not data:
+                return
+
+    def _feed(self, data: bytes) -> None:
+        if not data:
+            if self._partial:
+                self._lines.append(self._partial)
+                self._partial = ""
+            self._lines.append(None)
+            if self._tty and self._loop is not None:  # a terminal's EOF is not sticky
+                self._loop.remove_reader(self.stream.fileno())
+        else:
+            text = self._partial + self._decoder.decode(data)
+            *lines, self._partial = text.split("\n")
+            self._lines.extend(line + "\n" for line in lines)
+        if self._waiter is not None and not self._waiter.done() and self._lines:
+            self._waiter.set_result(None)
+
+    def listen(self) -> None:
+        """Get ready for a line: on a terminal, what was typed before is discarded and
+        what is typed now is echoed. Call it before showing the question or the prompt,
+        so that no key typed after they show is lost."""
+        self._start()
+        if self._tty and not self._listening:
+            self._discard_typeahead()
+            self._echo(True)
+        self._listening = True
+
+    async def readline(self) -> str | None:
+        """The next line with its newline, ``None`` at end of input (Ctrl-D); raises
+        :class:`Interrupted` when :meth:`interrupt` is called meanwhile."""
+        self.listen()
+        if self.at_eof:
+            self._listening = False
+            return None
+        try:
+            while not self._lines:
+                self._waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+        finally:
+            self._listening = False
+            if self._tty:
+                self._echo(False)
+        line = self._lines.popleft()
+        if line is None:
+            self.at_eof = True
+        return line
+
+    def _discard_typeahead(self) -> None:
+        import termios
+
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcflush(self.stream.fileno(), termios.TCIFLUSH)
+        self._lines = deque(line for line in self._lines if line is None)
+        self._partial = ""
+
+    def interrupt(self) -> bool:
+        """End the pending read with :class:`Interrupted`; ``False`` when none pends."""
+        if self._waiter is None or self._waiter.done():
+            return False
+        self._waiter.set_exception(Interrupted())
+        return True
+
+
+def _termios_get(fd: int) -> list[Any] | None:
+    import termios
+
+    try:
+        return termios.tcgetattr(fd)
+    except termios.error:
+        return None
+
+
+def _termios_set(fd: int, attrs: list[Any]) -> None:
+    import termios
+
+    with contextlib.suppress(termios.error, OSError):
+        termios.tcsetattr(fd, termios.TCSANOW, attrs)

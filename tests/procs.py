@@ -1,0 +1,60 @@
+"""What is running, read from ``/proc``: for tests that assert a process or a process
+group is gone. A zombie counts as gone (it only awaits its reaper, which in a container
+may be an init that reaps lazily)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .limits import WAIT, eventually
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not a zombie)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (non-zombie) processes of process group ``pgid``."""
+    members = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        fields = _stat(pid)
+        if fields is not None and int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(pid))
+    return members
+
+
+async def gone(pid: int, timeout: float = WAIT) -> None:
+    """Wait until process ``pid`` is no longer alive."""
+    await eventually(lambda: not alive(pid), f"process {pid} is gone", timeout)
+
+
+def describe(pid: int) -> str:
+    """``pid``, its state and its command line (for failure messages)."""
+    fields = _stat(pid)
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        cmdline = "?"
+    return f"{pid} [{fields[0] if fields else '?'}] {cmdline.strip()}"
+
+
+async def group_gone(pgid: int, timeout: float = WAIT) -> None:
+    """Wait until no live process is left in process group ``pgid``."""
+    try:
+        await eventually(lambda: not group_members(pgid), f"process group {pgid} is empty",
+                         timeout)
+    except AssertionError as exc:
+        left = "; ".join(describe(pid) for pid in group_members(pgid))
+        raise AssertionError(f"{exc} (left: {left})") from None

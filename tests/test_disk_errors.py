@@ -1,0 +1,88 @@
+"""Disk errors while a session is stored: logged once, never raised, nothing lost (what
+could not be written is kept and written once the disk has room again). The disk fills
+up under the open log (its descriptor is pointed at ``/dev/full``, which fails every
+write with ENOSPC)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from acp_agent import log
+from acp_agent.records import Header, Settings, now_iso
+from acp_agent.store import Store
+
+
+def _fd_of(path: str) -> int:
+    """The descriptor this process has open on ``path``."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == path:
+                return int(name)
+        except OSError:
+            continue
+    raise AssertionError(f"{path} is not open")
+
+
+@pytest.fixture
+def agent_log(tmp_path: Path) -> Iterator[Path]:
+    """The agent's log (structured lines) goes to this file during the test."""
+    path = tmp_path / "agent.log"
+    log.configure("warning", str(path))
+    try:
+        yield path
+    finally:
+        log.configure("warning")
+
+
+def test_a_full_disk_is_logged_once_and_the_log_recovers(
+    state_dir: str, agent_log: Path
+) -> None:
+    store = Store(state_dir)
+    writer = store.create(Header(id="sess_1", cwd="/w", created_at=now_iso()))
+    writer.append(Settings(mode="ask", model="offline"))
+    writer.sync().result()  # the disk writer thread has written it
+    fd = _fd_of(store.log_path("sess_1"))
+    disk = os.dup(fd)  # the log file itself (and its lock)
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        os.dup2(full, fd)  # the disk is full
+        writer.append(Settings(mode="plan", model="offline"))  # kept, not raised
+        writer.append(Settings(mode="accept-edits", model="offline"))
+        writer.sync().result()  # tried, and failed
+        os.dup2(disk, fd)  # room again
+        writer.append(Settings(mode="bypass", model="offline"))
+        writer.close()
+        store.writer.barrier().result()
+    finally:
+        os.close(disk)
+        os.close(full)
+    records = store.read("sess_1")
+    modes = [r.mode for r in records if isinstance(r, Settings)]
+    assert modes == ["ask", "plan", "accept-edits", "bypass"]  # the pending ones too
+    text = agent_log.read_text()
+    assert text.count("cannot write a session log") == 1
+    assert "session log write works again" in text
+
+
+def test_an_index_entry_that_cannot_be_written_is_logged(
+    state_dir: str, agent_log: Path
+) -> None:
+    """The index entry (session/list's view) fails to be written: the log is unharmed."""
+    store = Store(state_dir)
+    writer = store.create(Header(id="sess_1", cwd="/w", created_at=now_iso()))
+    writer.sync().result()  # the log exists before its directory moves
+    moved = store.root + ".moved"
+    os.rename(store.root, moved)  # the open log moves along
+    Path(store.root).write_text("not a directory any more")
+    writer.append(Settings(mode="plan", model="offline"))
+    writer.touch(title="A title")
+    writer.close()
+    store.writer.barrier().result()
+    assert "cannot index a session log" in agent_log.read_text()
+    os.unlink(store.root)
+    os.rename(moved, store.root)
+    assert [type(r) for r in store.read("sess_1")] == [Header, Settings]

@@ -1,0 +1,67 @@
+"""Every check CI runs, in its order (README's test command ends with this script):
+
+1. ruff on ``acp_agent/``, ``tests/`` and ``tools/``;
+2. mypy --strict on ``acp_agent/`` and ``tests/`` (its cache in ``.mypy_cache`` makes
+   later runs fast);
+3. the whole test suite, on every core (pytest-xdist), under coverage; agent and other
+   Python subprocesses are measured too (``[tool.coverage.run] patch`` in pyproject.toml);
+4. the coverage report: branch coverage of ``acp_agent/``, which must reach the floor
+   (``fail_under``), printed last.
+
+    python tools/check.py                 # everything
+    python tools/check.py -- -k cancel    # pytest arguments after --
+
+Day to day, ``python -m pytest -m "not slow"`` runs the fast tests in seconds.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+def step(title: str, *command: str) -> None:
+    print(f"\n==> {title}: {shlex.join(command)}", flush=True)
+    started = time.monotonic()
+    code = subprocess.run(command, cwd=ROOT).returncode
+    verdict = "ok" if code == 0 else f"FAILED (exit status {code})"
+    print(f"<== {title}: {verdict} in {time.monotonic() - started:.0f} s", flush=True)
+    if code != 0:
+        sys.exit(code)
+
+
+def main(pytest_args: list[str]) -> None:
+    floor = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["coverage"]["report"][
+        "fail_under"
+    ]
+    step("ruff", PY, "-m", "ruff", "check", "acp_agent", "tests", "tools")
+    step("mypy", PY, "-m", "mypy")
+    for stale in ROOT.glob(".coverage*"):
+        stale.unlink()
+    step("pytest", PY, "-m", "coverage", "run", "-m", "pytest", "-n", "auto", *pytest_args)
+    step("coverage combine", PY, "-m", "coverage", "combine", "--quiet")
+    report = subprocess.run(
+        [PY, "-m", "coverage", "report"], cwd=ROOT, capture_output=True, text=True
+    )
+    total = subprocess.run(
+        [PY, "-m", "coverage", "report", "--format=total", "--fail-under=0"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    print(report.stdout + report.stderr, end="")
+    verdict = "ok" if report.returncode == 0 else "BELOW THE FLOOR"
+    print(f"\nBranch coverage of acp_agent/: {total} % (floor {floor} %): {verdict}")
+    sys.exit(report.returncode)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args[:1] == ["--"]:
+        args = args[1:]
+    main(args)
