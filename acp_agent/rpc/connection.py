@@ -35,13 +35,28 @@ from ..errors import (
     RemoteError,
     RequestCancelled,
 )
+from .envelope import (
+    NULL,
+    Envelope,
+    ErrorResponse,
+    Notification,
+    Request,
+    RequestId,
+    Result,
+    TooDeep,
+    cancel_decoder,
+    envelope_decoder,
+    error_decoder,
+    parse_error,
+    request_key,
+    undecodable,
+    valid_id,
+)
 from .framing import LineSink, LineSource, Oversized
-from .outline import MAX_DEPTH, NESTED, lone_surrogate, outline, too_deep
+from .outline import NESTED, outline
 
 P = TypeVar("P")
 R = TypeVar("R")
-
-RequestId = int | str | None
 
 CANCEL_REQUEST = "$/cancel_request"
 
@@ -71,65 +86,6 @@ class Route(Generic[P]):
 
 class ConnectionClosed(Exception):
     """The peer went away while we waited for its answer."""
-
-
-class _Envelope(msgspec.Struct):
-    jsonrpc: Any = UNSET
-    id: Any = UNSET
-    method: Any = UNSET
-    params: Raw | UnsetType = UNSET
-    result: Raw | UnsetType = UNSET
-    error: Any = UNSET
-
-
-class _Request(msgspec.Struct):
-    jsonrpc: str
-    id: RequestId
-    method: str
-    params: Any
-
-
-class _Notification(msgspec.Struct):
-    jsonrpc: str
-    method: str
-    params: Any
-
-
-class _Result(msgspec.Struct):
-    jsonrpc: str
-    id: RequestId
-    result: Any
-
-
-class _Error(msgspec.Struct):
-    jsonrpc: str
-    id: RequestId
-    error: dict[str, Any]
-
-
-class _ErrorObject(msgspec.Struct):
-    code: int
-    message: str
-    data: Any = None
-
-
-class _CancelParams(msgspec.Struct):
-    requestId: RequestId
-
-
-_envelope_decoder = msgspec.json.Decoder(_Envelope)
-_error_decoder = msgspec.json.Decoder(_ErrorObject)
-_cancel_decoder = msgspec.json.Decoder(_CancelParams)
-_NULL = b"null"
-
-
-def _valid_id(value: Any) -> bool:
-    return value is None or (type(value) is int) or isinstance(value, str)
-
-
-def _key(request_id: RequestId) -> tuple[type, RequestId]:
-    # 1 and "1" are different ids; the type keeps them apart.
-    return (type(request_id), request_id)
 
 
 class _InFlight:
@@ -220,10 +176,10 @@ class Connection:
         if isinstance(line, Oversized):
             self._send_error(None, InvalidRequest(f"Message too large ({line.size} bytes)"))
             return
-        problem = _undecodable(line)
+        problem = undecodable(line)
         if problem is None:
             try:
-                env = _envelope_decoder.decode(line)
+                env = envelope_decoder.decode(line)
             except msgspec.ValidationError as exc:
                 problem = (
                     InvalidRequest(f"Invalid request: {exc}")
@@ -231,9 +187,9 @@ class Connection:
                     else InvalidRequest("Invalid request: not a JSON object")
                 )
             except msgspec.DecodeError as exc:
-                problem = ParseError(_parse_error(line, exc))
+                problem = ParseError(parse_error(line, exc))
             except RecursionError:  # not expected below MAX_DEPTH; never fatal anyway
-                problem = _TooDeep()
+                problem = TooDeep()
         if problem is not None:
             self._unreadable(line, problem)
             return
@@ -241,17 +197,17 @@ class Connection:
         if env.method is not UNSET:
             if env.jsonrpc != "2.0":
                 self._send_error(
-                    env.id if has_id and _valid_id(env.id) else None,
+                    env.id if has_id and valid_id(env.id) else None,
                     InvalidRequest('Invalid request: "jsonrpc" must be "2.0"'),
                 )
             elif not isinstance(env.method, str):
                 self._send_error(
-                    env.id if has_id and _valid_id(env.id) else None,
+                    env.id if has_id and valid_id(env.id) else None,
                     InvalidRequest('Invalid request: "method" must be a string'),
                 )
             elif not has_id:
                 self._on_notification(env.method, env.params)
-            elif not _valid_id(env.id):
+            elif not valid_id(env.id):
                 self._send_error(
                     None,
                     InvalidRequest('Invalid request: "id" must be a string, an integer or null'),
@@ -262,7 +218,7 @@ class Connection:
             self._on_response(env)
         else:
             self._send_error(
-                env.id if has_id and _valid_id(env.id) else None,
+                env.id if has_id and valid_id(env.id) else None,
                 InvalidRequest("Invalid request: no method, result or error"),
             )
 
@@ -272,11 +228,11 @@ class Connection:
         if shape is None:  # not even a complete JSON object
             self._send_error(None, problem)
             return
-        if isinstance(problem, _TooDeep) and (where := shape.deepest()) is not None:
+        if isinstance(problem, TooDeep) and (where := shape.deepest()) is not None:
             problem = InvalidRequest(f"{problem.message} - at `$.{where}`")
         values = shape.values
         request_id = values.get("id", NESTED)
-        readable_id = request_id if _valid_id(request_id) else None
+        readable_id = request_id if valid_id(request_id) else None
         if "method" in values:
             if "id" in values:
                 self._send_error(readable_id, problem)
@@ -304,7 +260,7 @@ class Connection:
             if shape is None or "method" not in shape.values:
                 return
             request_id = shape.values.get("id", NESTED)
-            if _valid_id(request_id) and _key(request_id) not in self._inflight:
+            if valid_id(request_id) and request_key(request_id) not in self._inflight:
                 self._send_error(request_id, InternalError())
         except Exception:
             log.exception("cannot answer a message whose dispatch failed")
@@ -314,7 +270,7 @@ class Connection:
         if dec is None:
             dec = self._decoders[route.params_type] = msgspec.json.Decoder(route.params_type)
         try:
-            return dec.decode(_NULL if raw is UNSET else raw)
+            return dec.decode(NULL if raw is UNSET else raw)
         except msgspec.ValidationError as exc:
             raise InvalidParams(f"Invalid params: {exc}") from None
         except msgspec.DecodeError as exc:
@@ -330,7 +286,7 @@ class Connection:
         except AcpError as exc:
             self._send_error(request_id, exc)
             return
-        key = _key(request_id)
+        key = request_key(request_id)
         if key in self._inflight:
             self._send_error(request_id, InvalidRequest("Invalid request: duplicate request id"))
             return
@@ -339,7 +295,7 @@ class Connection:
         self._track(task)
 
     async def _run_request(self, request_id: RequestId, route: Route[Any], params: Any) -> None:
-        key = _key(request_id)
+        key = request_key(request_id)
         try:
             with log.bound(request_id=request_id):
                 result = await route.handler(params)
@@ -381,10 +337,10 @@ class Connection:
 
     def _on_cancel_request(self, raw: Raw | UnsetType) -> None:
         try:
-            request_id = _cancel_decoder.decode(_NULL if raw is UNSET else raw).requestId
+            request_id = cancel_decoder.decode(NULL if raw is UNSET else raw).requestId
         except msgspec.ValidationError:
             return
-        entry = self._inflight.get(_key(request_id))
+        entry = self._inflight.get(request_key(request_id))
         if entry is None or entry.task.done():
             return  # already answered: nothing more to send
         if entry.route.on_cancel is not None:
@@ -400,7 +356,7 @@ class Connection:
     # ------------------------------------------------------------------ outgoing
 
     def _send(self, message: Any) -> None:
-        if self._closed and not isinstance(message, (_Result, _Error)):
+        if self._closed and not isinstance(message, (Result, ErrorResponse)):
             return
         if self._held is not None:
             self._release()
@@ -408,7 +364,7 @@ class Connection:
 
     def _send_result(self, request_id: RequestId, result: Any) -> None:
         try:
-            line = self._encoder.encode(_Result("2.0", request_id, result))
+            line = self._encoder.encode(Result("2.0", request_id, result))
         except Exception:  # a handler returned something that is not JSON
             log.exception("cannot encode a result")
             self._send_error(request_id, InternalError())
@@ -418,7 +374,7 @@ class Connection:
             self._writer.write_line(line + b"\n")
 
     def _send_error(self, request_id: RequestId, exc: AcpError) -> None:
-        self._send(_Error("2.0", request_id, exc.to_dict()))
+        self._send(ErrorResponse("2.0", request_id, exc.to_dict()))
 
     async def notify(self, method: str, params: Any) -> None:
         """Send a notification (waits when the peer is not reading fast enough).
@@ -441,7 +397,7 @@ class Connection:
                 self._held = (method, params)
                 asyncio.get_running_loop().call_soon(self._release)
             else:
-                line = self._encoder.encode(_Notification("2.0", method, params)) + b"\n"
+                line = self._encoder.encode(Notification("2.0", method, params)) + b"\n"
                 self._writer.write_line(line)
         self._sent += 1
         if not self._sent & 31:
@@ -453,7 +409,7 @@ class Connection:
         held, self._held = self._held, None
         if held is not None:
             params = self.coalesce[held[0]].done(held[1])
-            line = self._encoder.encode(_Notification("2.0", held[0], params)) + b"\n"
+            line = self._encoder.encode(Notification("2.0", held[0], params)) + b"\n"
             self._writer.write_line(line)
 
     async def request(
@@ -467,13 +423,13 @@ class Connection:
         request_id = next(self._ids)
         fut: asyncio.Future[Raw] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = (fut, result_type)
-        self._send(_Request("2.0", request_id, method, params))
+        self._send(Request("2.0", request_id, method, params))
         try:
             raw = await fut
         except asyncio.CancelledError:
             abandoned = self._pending.pop(request_id, None) is not None
             if abandoned and cancel_remote and not self._closed:
-                self._send(_Notification("2.0", CANCEL_REQUEST, {"requestId": request_id}))
+                self._send(Notification("2.0", CANCEL_REQUEST, {"requestId": request_id}))
             raise
         dec = self._decoders.get(result_type)
         if dec is None:
@@ -483,7 +439,7 @@ class Connection:
         except msgspec.ValidationError as exc:
             raise RemoteError(-32602, f"Invalid result for {method}: {exc}") from None
 
-    def _on_response(self, env: _Envelope) -> None:
+    def _on_response(self, env: Envelope) -> None:
         request_id = env.id
         entry = self._pending.pop(request_id, None) if type(request_id) is int else None
         if entry is None:
@@ -497,37 +453,13 @@ class Connection:
             return
         if env.error is not UNSET:
             try:
-                err = _error_decoder.decode(self._encoder.encode(env.error))
+                err = error_decoder.decode(self._encoder.encode(env.error))
                 fut.set_exception(RemoteError(err.code, err.message, err.data))
             except msgspec.ValidationError:
                 fut.set_exception(RemoteError(-32603, "Malformed error response"))
         else:
             assert not isinstance(env.result, UnsetType)
             fut.set_result(env.result)
-
-
-class _TooDeep(InvalidRequest):
-    default_message = f"Invalid request: nested more than {MAX_DEPTH} levels deep"
-
-
-def _undecodable(line: bytes) -> AcpError | None:
-    """Why ``line`` must not go to the decoder: bytes that are not UTF-8 (msgspec does
-    not check the UTF-8 of the values it skips), or nesting beyond ``MAX_DEPTH``."""
-    if not line.isascii():
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}")
-    if too_deep(line):
-        return _TooDeep()
-    return None
-
-
-def _parse_error(line: bytes, exc: msgspec.DecodeError) -> str:
-    surrogate = lone_surrogate(line)
-    if surrogate is not None:  # msgspec calls it "truncated" when the value is skipped
-        return f"Parse error: lone surrogate escape {surrogate[1]} at byte {surrogate[0]}"
-    return f"Parse error: {exc}"
 
 
 def _method_of(route: Route[Any], routes: Mapping[str, Route[Any]]) -> str:
