@@ -1,10 +1,12 @@
 """The ACP agent as the editor sees it: the method table and capability negotiation.
 
-Each method is routed to the module that owns it: ``lifecycle`` (sessions), ``prompting``
-(prompts and their cancellation), ``options`` (modes and config options), ``auth``
-(authentication, ``logout``, ``auth/status``), ``endpoints`` (``providers/*``). The
-capabilities advertised by ``initialize`` are exactly the methods routed here. Requests
-naming a subagent's session are refused (those sessions take ``session/cancel`` only).
+Each method is routed to the module that owns it: ``lifecycle`` (sessions), ``catalog``
+(listing, titles, status, archiving), ``prompting`` (prompts and their cancellation),
+``options`` (modes and config options), ``auth`` (authentication, ``logout``,
+``auth/status``), ``endpoints`` (``providers/*``). The capabilities advertised by
+``initialize`` are exactly the methods routed here. Requests naming a subagent's session
+are refused (those sessions take ``session/cancel`` only; ``catalog``'s methods do not
+know them).
 Until ``initialize`` has been received, every other request is refused (-32600) and
 notifications are ignored.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
-from . import __version__, auth, endpoints, lifecycle, options, prompting
+from . import __version__, auth, catalog, endpoints, lifecycle, options, prompting
 from .client import ClientProxy
 from .config import Config
 from .errors import InvalidRequest
@@ -94,9 +96,16 @@ class Agent:
             "session/load": Route(t.LoadSessionRequest, guarded(lifecycle.load_session)),
             "session/resume": Route(t.ResumeSessionRequest, guarded(lifecycle.resume_session)),
             "session/fork": Route(t.ForkSessionRequest, guarded(lifecycle.fork_session)),
-            "session/list": Route(lifecycle.OPTIONAL_LIST_PARAMS, bound(lifecycle.list_sessions)),
+            "session/list": Route(catalog.OPTIONAL_LIST_PARAMS, bound(catalog.list_sessions)),
             "session/delete": Route(t.DeleteSessionRequest, guarded(lifecycle.delete_session)),
             "session/close": Route(t.CloseSessionRequest, guarded(lifecycle.close_session)),
+            # a subagent's session is unknown to these (-32002), not refused (-32602)
+            "session/set_title": Route(t.SetSessionTitleRequest, bound(catalog.set_title)),
+            "session/status": Route(t.SessionStatusRequest, bound(catalog.session_status)),
+            "session/archive": Route(t.ArchiveSessionRequest, bound(catalog.archive_session)),
+            "session/unarchive": Route(
+                t.UnarchiveSessionRequest, bound(catalog.unarchive_session)
+            ),
             "session/prompt": Route(
                 t.PromptRequest,
                 guarded(prompting.prompt),
@@ -137,6 +146,9 @@ class Agent:
                     fork=t.SessionForkCapabilities(),
                     resume=t.SessionResumeCapabilities(),
                     close=t.SessionCloseCapabilities(),
+                    title=t.SessionTitleCapabilities(),
+                    status=t.SessionStatusCapabilities(),
+                    archive=t.SessionArchiveCapabilities(),
                     system_prompt=t.SessionSystemPromptCapabilities(
                         mode=t.SessionSystemPromptModeCapabilities(
                             override=t.SessionSystemPromptOverrideCapabilities()

@@ -1,5 +1,5 @@
-"""Session lifecycle: ``session/new``, ``load``, ``resume``, ``fork``, ``list``, ``close``
-and ``delete``.
+"""Session lifecycle: ``session/new``, ``load``, ``resume``, ``fork``, ``close`` and
+``delete`` (listing, titles, status and archiving are :mod:`.catalog`'s).
 
 Sessions live in ``Runtime.sessions`` while open in this process and in the store for
 good: load/resume/fork bring a stored one back (``replay.restore``), close releases it,
@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from . import log
 from .auth import require_key
 from .errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
 from .options import config_options, modes
 from .permissions import MODE_IDS
-from .protocol import UNSET, UnsetType
+from .protocol import UnsetType
 from .protocol import types as t
 
 if TYPE_CHECKING:
@@ -35,10 +35,6 @@ if TYPE_CHECKING:
 
     Reading = tuple[Snapshot, Uses]
     """A log to replay: its snapshot, and what a first pass over it learned."""
-
-OPTIONAL_LIST_PARAMS = cast("type[t.ListSessionsRequest | None]", t.ListSessionsRequest | None)
-"""``session/list`` takes no params at all, too (every field is optional)."""
-
 
 async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionResponse:
     from .session import Session, new_session_id
@@ -128,7 +124,7 @@ async def resume_session(rt: Runtime, p: t.ResumeSessionRequest) -> t.ResumeSess
 
 
 async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionResponse:
-    from .records import Header, Roots
+    from .records import Archived, Header, Roots
     from .replay import restore
     from .session import new_session_id
 
@@ -144,7 +140,7 @@ async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionRes
         raise SessionNotFound(p.session_id) from None
     except OSError as exc:
         raise InternalError(f"Cannot read session {p.session_id}: {exc.strerror}") from None
-    body = [r for r in records if not isinstance(r, Header | Roots)]
+    body = [r for r in records if not isinstance(r, Header | Roots | Archived)]  # a new one
     session = _restored(rt, new_session_id(), restore(body), cwd, directories)
     await _store_new(rt, session, body, forked_from=p.session_id)
     if prompt is not None:
@@ -152,39 +148,6 @@ async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionRes
     await _opened(rt, session, p.mcp_servers)
     return t.ForkSessionResponse(
         session_id=session.id, modes=modes(session), config_options=config_options(rt, session)
-    )
-
-
-async def list_sessions(rt: Runtime, p: t.ListSessionsRequest | None) -> t.ListSessionsResponse:
-    p = p or t.ListSessionsRequest()
-    cwd = p.cwd if isinstance(p.cwd, str) else None
-    if cwd is not None:
-        _check_path(cwd, "cwd", "`cwd` must be an absolute path")
-    if p.archived not in (UNSET, None, "exclude", "include", "only"):
-        raise InvalidParams(
-            f"Invalid params: unknown archive filter {p.archived!r} - at `$.archived`"
-        )
-    if p.archived == "only":  # nothing is ever archived
-        return t.ListSessionsResponse(sessions=[])
-    cursor = p.cursor if isinstance(p.cursor, str) else None
-    try:
-        metas, next_cursor = await asyncio.to_thread(
-            rt.store.page, cwd and os.path.normpath(cwd), cursor
-        )
-    except ValueError:
-        raise InvalidParams("Invalid params: unknown cursor - at `$.cursor`") from None
-    return t.ListSessionsResponse(
-        sessions=[
-            t.SessionInfo(
-                session_id=m.id,
-                cwd=m.cwd,
-                additional_directories=m.additional_directories or UNSET,
-                title=m.title or UNSET,
-                updated_at=m.updated_at,
-            )
-            for m in metas
-        ],
-        next_cursor=next_cursor or UNSET,
     )
 
 
@@ -262,10 +225,10 @@ def client_prompt(value: t.SystemPrompt | UnsetType | None) -> ClientPrompt | No
 
 def roots(cwd: str, directories: list[str] | UnsetType) -> tuple[str, list[str]]:
     """Validate a lifecycle request's roots (before anything is created or loaded)."""
-    _check_path(cwd, "cwd", "`cwd` must be an absolute path")
+    check_path(cwd, "cwd", "`cwd` must be an absolute path")
     extra = [] if isinstance(directories, UnsetType) else directories
     for i, path in enumerate(extra):
-        _check_path(
+        check_path(
             path,
             f"additionalDirectories[{i}]",
             "additional directories must be absolute paths",
@@ -273,7 +236,7 @@ def roots(cwd: str, directories: list[str] | UnsetType) -> tuple[str, list[str]]
     return os.path.normpath(cwd), [os.path.normpath(path) for path in extra]
 
 
-def _check_path(path: str, field: str, rule: str) -> None:
+def check_path(path: str, field: str, rule: str) -> None:
     """A path from the client that will reach ``os`` calls: absolute, and no NUL byte
     (which every ``os`` call refuses)."""
     if "\0" in path:

@@ -109,7 +109,8 @@ async def _run(rt: Runtime, session: Session, blocks: list[t.ContentBlock]) -> t
             ctx = await rt.turn_context(session)
             ctx.interrupted_by = interrupted_by
             stop, usage = await run_turn(ctx, user)
-            if stop == "end_turn" and session.title is None and session.first_prompt:
+            named = session.titled_by_client or session.title is not None
+            if stop == "end_turn" and not named and session.first_prompt:
                 await session.set_title(make_title(session.first_prompt))
             return t.PromptResponse(stop_reason=stop, usage=usage)  # type: ignore[arg-type]
     except asyncio.CancelledError:

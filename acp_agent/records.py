@@ -5,9 +5,10 @@ A log is a :class:`Header` then records in the order things happened: the user's
 (message and thought chunks coalesced per message), every update its exposed subagents
 showed (:class:`ChildUpdate`), every change to the model's history
 (:class:`AddMessage`, :class:`TruncateHistory`, :class:`ReplaceHistory`), the session's
-:class:`Settings`, :class:`UsageTotals` and :class:`Roots` when they change, and a
-:class:`TurnEnd` per prompt. :func:`parse` reads a log back, skipping lines it cannot
-decode.
+:class:`Settings`, :class:`UsageTotals` and :class:`Roots` when they change, a
+:class:`TurnEnd` per prompt, and the client's say on the session as a whole
+(:class:`ClientTitle`, :class:`Archived`). :func:`parse` reads a log back, skipping lines
+it cannot decode.
 """
 
 from __future__ import annotations
@@ -124,6 +125,20 @@ class TurnEnd(_Record, tag="turn_end"):
     at: str
 
 
+class ClientTitle(_Record, tag="client_title"):
+    """The title the client gave (``session/set_title``): never replaced by the agent's."""
+
+    title: str
+    at: str
+
+
+class Archived(_Record, tag="archived"):
+    """``session/archive`` (``True``) or ``session/unarchive`` (``False``)."""
+
+    archived: bool
+    at: str
+
+
 Record: TypeAlias = (
     Header
     | Prompt
@@ -138,6 +153,8 @@ Record: TypeAlias = (
     | UsageTotals
     | Roots
     | TurnEnd
+    | ClientTitle
+    | Archived
 )
 
 
@@ -150,6 +167,8 @@ class Meta(msgspec.Struct, kw_only=True, omit_defaults=True):
     updated_at: str
     additional_directories: list[str] = []
     title: str | None = None
+    titled_by_client: bool = False
+    archived: bool = False
 
 
 _encoder = msgspec.json.Encoder()
@@ -320,6 +339,11 @@ class MetaFold:
             meta.updated_at = max(meta.updated_at, record.at)
         elif isinstance(record, Roots):
             meta.cwd, meta.additional_directories = record.cwd, list(record.additional_directories)
+        elif isinstance(record, ClientTitle):
+            meta.title, meta.titled_by_client = record.title, True
+            meta.updated_at = max(meta.updated_at, record.at)
+        elif isinstance(record, Archived):
+            meta.archived = record.archived
         elif (
             isinstance(record, Update)
             and isinstance(record.update, t.SessionInfoUpdate)

@@ -15,6 +15,7 @@ from .protocol import UNSET
 from .protocol import types as t
 from .records import (
     AddMessage,
+    ClientTitle,
     Header,
     Instructions,
     Prompt,
@@ -46,6 +47,7 @@ class State:
     forked_from: str | None = None
     history: list[Message] = field(default_factory=list)
     title: str | None = None
+    titled_by_client: bool = False
     first_prompt: str | None = None
     mode: str | None = None
     model: str | None = None
@@ -129,6 +131,8 @@ def restore(records: Iterable[Record]) -> State:
         elif isinstance(record, Roots):
             state.cwd = record.cwd
             state.additional_directories = list(record.additional_directories)
+        elif isinstance(record, ClientTitle):
+            state.title, state.titled_by_client = record.title, True
         elif isinstance(record, Header):
             state.cwd, state.created_at = record.cwd, record.created_at
             state.additional_directories = list(record.additional_directories)

@@ -113,6 +113,8 @@ class Session:
         self.history: list[Message] = []
         self.usage = Usage()
         self.title: str | None = None
+        self.titled_by_client = False
+        """The title is the client's (``session/set_title``): never named automatically."""
         self.first_prompt: str | None = None
         self.turns: list[Turn] = []
         self._cancelled_early: weakref.WeakSet[asyncio.Task[object]] = weakref.WeakSet()
@@ -150,7 +152,7 @@ class Session:
     def restore(self, state: State) -> None:
         """Take the state a log holds (the roots stay as the session has them)."""
         self.history = list(state.history)
-        self.title = state.title
+        self.title, self.titled_by_client = state.title, state.titled_by_client
         self.first_prompt = state.first_prompt
         u = state.usage
         self.usage.context_tokens, self.usage.cost = u.context_tokens, u.cost

@@ -35,23 +35,30 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from . import log
 from .records import Meta, decode_meta, encode_meta, meta_of, read_records
 
-SCHEMA = 1
+if TYPE_CHECKING:
+    from .store import ArchiveFilter
+
+SCHEMA = 2
+"""The layout's version (``PRAGMA user_version``); an index of another is rebuilt. 2: the
+``archived`` column (``session/archive``)."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
     cwd TEXT NOT NULL,
     updated_at TEXT NOT NULL,
+    archived INTEGER NOT NULL,
     meta BLOB NOT NULL,
     version TEXT NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS by_time ON sessions (updated_at, id);
-CREATE INDEX IF NOT EXISTS by_cwd ON sessions (cwd, updated_at, id);
+CREATE INDEX IF NOT EXISTS by_time ON sessions (archived, updated_at, id);
+CREATE INDEX IF NOT EXISTS by_cwd ON sessions (cwd, archived, updated_at, id);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS pending (id TEXT PRIMARY KEY) WITHOUT ROWID;
 """
@@ -85,11 +92,16 @@ class SessionIndex:
     # ------------------------------------------------------------------ listing
 
     def page(
-        self, cwd: str | None, after: tuple[str, str] | None, limit: int
+        self,
+        cwd: str | None,
+        after: tuple[str, str] | None,
+        limit: int,
+        archived: ArchiveFilter = "exclude",
     ) -> list[Meta] | None:
         """Up to ``limit`` entries, newest first (by ``updated_at``, then id), in ``cwd``
-        if given, after the ``(updated_at, id)`` of ``after``; ``None`` when no index
-        can be used (list by reading the meta files instead)."""
+        if given, archived or not as ``archived`` says, after the ``(updated_at, id)`` of
+        ``after``; ``None`` when no index can be used (list by reading the meta files
+        instead)."""
         try:
             with self._lock:
                 db = self._current()
@@ -97,10 +109,14 @@ class SessionIndex:
                     with self._exclusive():
                         self._reconcile(self._current())
                         db = self._current()
-                where, args = [], []
+                where: list[str] = []
+                args: list[str | int] = []
                 if cwd is not None:
                     where.append("cwd = ?")
                     args.append(cwd)
+                if archived != "include":
+                    where.append("archived = ?")
+                    args.append(int(archived == "only"))
                 if after is not None:
                     where.append("(updated_at, id) < (?, ?)")
                     args += after
@@ -264,8 +280,8 @@ class SessionIndex:
 
     def _put(self, db: sqlite3.Connection, meta: Meta, version: str) -> None:
         db.execute(
-            "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?)",
-            (meta.id, meta.cwd, meta.updated_at, encode_meta(meta), version),
+            "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?, ?)",
+            (meta.id, meta.cwd, meta.updated_at, meta.archived, encode_meta(meta), version),
         )
 
     def _directory(self) -> str:

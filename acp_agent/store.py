@@ -23,38 +23,32 @@ one: it is told of every change here (a log created, a meta file replaced, a ses
 deleted) and rebuilt from the directory whenever it may be wrong. Reading streams: a log
 is decoded a block at a time (:func:`~acp_agent.records.read_records`), never whole.
 
-Message and thought chunks are coalesced per ``messageId`` in memory and written as one
-record when the message ends, before any other record, and while it streams at least
-every :data:`FLUSH_INTERVAL` (50 ms) or :data:`FLUSH_CHARS` (4,096 characters), whichever
-comes first: never a write per chunk, and a SIGKILL loses at most that much of a reply.
+An open session writes through its :class:`~acp_agent.sessionlog.SessionLog` (chunks
+coalesced, see there). A session no process has open is changed by :meth:`Store.amend`
+(one record appended, ``fsync``-ed, and its meta file replaced, before it returns):
+``session/set_title``, ``archive``, ``unarchive``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import concurrent.futures
 import contextlib
 import errno
 import fcntl
 import os
 import re
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol, TypeAlias, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 import msgspec
 
-from .diskwriter import DiskWriter, LogFile
-from .protocol import UNSET
-from .protocol import types as t
+from .diskwriter import DiskWriter
 from .records import (
     Header,
     Meta,
     MetaFold,
     Record,
     Settings,
-    Update,
     bulk,
     decode_meta,
     encode,
@@ -62,13 +56,23 @@ from .records import (
     meta_of,
     read_records,
 )
+from .sessionlog import FLUSH_CHARS, FLUSH_INTERVAL, SessionLog
 
-FLUSH_INTERVAL = 0.05
-#: ... or once this many characters are buffered, whichever comes first.
-FLUSH_CHARS = 4096
+__all__ = [
+    "FLUSH_CHARS",
+    "FLUSH_INTERVAL",
+    "ArchiveFilter",
+    "Index",
+    "SessionLog",
+    "Snapshot",
+    "Store",
+    "valid_id",
+]
+
 PAGE_SIZE = 50
+ArchiveFilter = Literal["exclude", "include", "only"]
+"""Which sessions a listing shows: not archived (the default), all, archived only."""
 
-_Chunk: TypeAlias = t.AgentMessageChunk | t.AgentThoughtChunk
 T = TypeVar("T")
 _ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 
@@ -76,155 +80,6 @@ _ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 def valid_id(session_id: str) -> bool:
     """Whether ``session_id`` can name a file in the store (no paths, no dot-files)."""
     return _ID.fullmatch(session_id) is not None
-
-
-# --------------------------------------------------------------------------- the writer
-
-
-class SessionLog:
-    """The open, owned (``flock``-ed) log of one session, as the event loop sees it.
-
-    Every write, ``fsync`` and index update is handed to the store's
-    :class:`~acp_agent.diskwriter.DiskWriter` thread and never blocks the caller.
-    Errors writing are logged, never raised: a full disk must not break the
-    conversation. What was not written waits in memory and goes out once writing works
-    again (:class:`~acp_agent.diskwriter.LogFile`); :meth:`watch` hears of both.
-    """
-
-    def __init__(self, store: Store, fd: int | None, meta: Meta, path: str | None = None) -> None:
-        self.store = store
-        self.meta = meta
-        self._file = LogFile(fd, meta.id, self._failed, path=path)
-        self._loop: asyncio.AbstractEventLoop | None = _running_loop()
-        self._open = True
-        self._chunk_type: type[_Chunk] | None = None
-        self._chunk_id: str | None = None
-        self._texts: list[str] = []
-        self._size = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._lock = threading.Lock()
-        self._handler: Callable[[OSError | None], None] | None = None
-        self._problem: OSError | None = None
-
-    def watch(self, handler: Callable[[OSError | None], None]) -> None:
-        """Call ``handler(error)`` on this event loop when saving fails, and
-        ``handler(None)`` when it works again; at once if it is failing already."""
-        with self._lock:
-            self._loop = asyncio.get_running_loop()
-            self._handler = handler
-            problem = self._problem
-        if problem is not None:
-            self._loop.call_soon(handler, problem)
-
-    def append(self, record: Record) -> None:
-        if self._texts:
-            self.flush()
-        self._write(encode(record))
-
-    def extend(self, records: Sequence[Record]) -> None:
-        """Append many records with one write (forks copy their history this way)."""
-        if self._texts:
-            self.flush()
-        self._write(b"".join(encode(r) for r in records))
-
-    def chunk(self, update: _Chunk) -> None:
-        """Buffer a message or thought chunk; consecutive chunks of one message coalesce."""
-        content = update.content
-        if (
-            type(content) is not t.TextContent
-            or content.annotations is not UNSET
-            or update.meta is not UNSET
-            or not isinstance(update.message_id, str)
-        ):
-            self.append(Update(update=update))
-            return
-        if self._texts and type(update) is self._chunk_type and update.message_id == self._chunk_id:
-            self._texts.append(content.text)
-            self._size += len(content.text)
-            if self._size >= FLUSH_CHARS:
-                self.flush()
-            return
-        if self._texts:
-            self.flush()
-        self._chunk_type, self._chunk_id = type(update), update.message_id
-        self._texts = [content.text]
-        self._size = len(content.text)
-        loop = self._loop or _running_loop()
-        if loop is not None:  # no loop (a synchronous caller): flushed by the next record
-            self._loop = loop
-            self._timer = loop.call_later(FLUSH_INTERVAL, self.flush)
-
-    def flush(self) -> None:
-        """Hand the buffered chunks to the writer as one record."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if not self._texts or self._chunk_type is None:
-            return
-        text, self._texts = "".join(self._texts), []
-        chunk = self._chunk_type(content=t.TextContent(text=text), message_id=self._chunk_id)
-        self._write(encode(Update(update=chunk)))
-
-    def sync(self) -> concurrent.futures.Future[None]:
-        """Flush and ``fsync``: everything so far survives a power cut once the returned
-        future is done."""
-        self.flush()
-        if self._open:
-            self.store.writer.submit(self._file.sync)
-        return self.store.writer.barrier()
-
-    async def durable(self) -> None:
-        """:meth:`sync`, awaited without blocking the loop."""
-        await asyncio.wrap_future(self.sync())
-
-    def touch(self, **changes: object) -> None:
-        """Update the index entry (``title``, ``updated_at``, ``cwd``, ...) and rewrite it."""
-        for name, value in changes.items():
-            setattr(self.meta, name, value)
-        if self._open:
-            self.store.writer.submit(self._write_meta, msgspec.structs.replace(self.meta))
-
-    def _write_meta(self, meta: Meta) -> None:
-        try:
-            if self._file.deleted():
-                return  # deleted (by session/delete, maybe in another process): stay gone
-            self.store.write_meta(meta)
-        except OSError as exc:
-            self._file.failed("index", exc)
-        else:
-            self._file.succeeded("index")
-
-    def close(self) -> None:
-        if not self._open:
-            return
-        self.flush()
-        self._open = False
-        self.store.writer.submit(self._finish, msgspec.structs.replace(self.meta))
-
-    def _finish(self, meta: Meta) -> None:
-        if self._file.written:  # a log only read (load, close) stays untouched
-            self._file.sync()
-            self._write_meta(meta)
-        self._file.close()
-
-    def _write(self, data: bytes) -> None:
-        if self._open:
-            self.store.writer.submit(self._file.write, data)
-
-    def _failed(self, what: str, exc: OSError | None) -> None:
-        """On the writer thread: remember, and pass the news to the loop."""
-        with self._lock:
-            self._problem = exc
-            handler, loop = self._handler, self._loop
-        if handler is not None and loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(handler, exc)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 # --------------------------------------------------------------------------- the store
@@ -238,7 +93,7 @@ class Index(Protocol):
         ...
 
     def page(
-        self, cwd: str | None, after: tuple[str, str] | None, limit: int
+        self, cwd: str | None, after: tuple[str, str] | None, limit: int, archived: ArchiveFilter
     ) -> list[Meta] | None:
         """Entries newest first after ``after``; ``None``: unusable, scan instead."""
         ...
@@ -415,6 +270,41 @@ class Store:
 
         self._change(meta.id, replace, meta)
 
+    def amend(self, session_id: str, record: Record) -> Meta:
+        """Append ``record`` to the log of a session no process has open, ``fsync`` it and
+        replace the meta file (and the index entry) with what it makes of the session;
+        a record that would change nothing there is not written (archiving twice). Raises
+        ``FileNotFoundError`` (unknown), ``BlockingIOError`` (open, here or elsewhere)."""
+        if not valid_id(session_id):
+            raise FileNotFoundError(session_id)
+        self.writer.wait()  # a log this process just closed is released first
+        path = self.log_path(session_id)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fold = MetaFold(session_id)
+            fold.meta = self._read_meta(session_id)  # what the list shows, else the log
+            if fold.meta is None:
+                with bulk():
+                    fold.meta = meta_of(session_id, read_records(fd, path))
+            if fold.meta is None:
+                raise FileNotFoundError(session_id)  # no readable header: not a session
+            before = msgspec.structs.replace(fold.meta)
+            fold.feed(record)
+            if fold.meta == before:
+                return before
+            size = os.fstat(fd).st_size
+            line = encode(record)
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # after a torn tail: a fresh line
+            if os.write(fd, line) != len(line):
+                raise OSError(errno.ENOSPC, "the session log was cut short")
+            os.fsync(fd)
+            self.write_meta(fold.meta)
+            return fold.meta
+        finally:
+            os.close(fd)  # releases the flock
+
     def delete(self, session_id: str) -> None:
         """Remove a session from the disk; unknown ids are fine."""
         if not valid_id(session_id):
@@ -462,7 +352,11 @@ class Store:
         return meta if meta.id == session_id else None
 
     def page(
-        self, cwd: str | None = None, cursor: str | None = None, limit: int = PAGE_SIZE
+        self,
+        cwd: str | None = None,
+        cursor: str | None = None,
+        limit: int = PAGE_SIZE,
+        archived: ArchiveFilter = "exclude",
     ) -> tuple[list[Meta], str | None]:
         """One page of sessions, newest first, and the cursor of the next page (if any):
         from the index (O(page)) when there is one, else from every meta file. Raises
@@ -471,9 +365,11 @@ class Store:
         found = None
         if self.index is not None:
             self.writer.wait()
-            found = self.index.page(cwd, after, limit + 1)
+            found = self.index.page(cwd, after, limit + 1, archived)
         if found is None:
-            found = sorted(self.entries(cwd), key=lambda m: (m.updated_at, m.id), reverse=True)
+            shown = [m for m in self.entries(cwd) if archived == "include"
+                     or m.archived == (archived == "only")]  # fmt: skip
+            found = sorted(shown, key=lambda m: (m.updated_at, m.id), reverse=True)
             if after is not None:
                 found = [m for m in found if (m.updated_at, m.id) < after]
         page, more = found[:limit], len(found) > limit

@@ -12,7 +12,8 @@ replayed; a compaction is one ``compaction_update`` (its patches and summary chu
 folded in) at its original position, a session-directed message one ``session_message``
 (its chunks folded in). :func:`transcripts` adds the subagents' transcripts, each under
 its child's id right after the update that announced the child, for a client that takes
-subagents (nothing of children for the others).
+subagents (nothing of children for the others). Titles (the agent's and the client's)
+are one ``session_info_update`` at the end.
 
 A long log streams (:func:`load_batches`): a first pass (:class:`Uses`) notes where each
 update is last changed, a second yields each update once nothing later can change it.
@@ -27,7 +28,7 @@ import msgspec
 
 from .protocol import UNSET, UnsetType
 from .protocol import types as t
-from .records import ChildUpdate, Prompt, Record, TurnEnd, Update
+from .records import ChildUpdate, ClientTitle, Prompt, Record, TurnEnd, Update
 
 INTERRUPTED = "The agent stopped before this tool call finished."
 
@@ -216,6 +217,10 @@ def transcript_batches(
     for position, record in enumerate(records):
         kind = type(record)
         if kind is not Update and kind is not Prompt and kind is not TurnEnd:
+            if kind is ClientTitle:  # shown as the session_info_update the client was sent
+                named = cast(ClientTitle, record)
+                shown = t.SessionInfoUpdate(title=named.title, updated_at=named.at)
+                info = _merge_info(info, shown)
             continue  # the model's history, settings, usage: not shown
         if kind is not Update:
             settle()

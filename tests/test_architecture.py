@@ -109,8 +109,10 @@ def _under(module: str, prefixes: tuple[str, ...]) -> bool:
     ("acp_agent.tools", ("acp_agent.tools", "acp_agent.conversation", "acp_agent.errors",
                          "acp_agent.log", "acp_agent.protocol", "acp_agent.client",
                          "acp_agent.rpc")),
-    ("acp_agent.store", ("acp_agent.records", "acp_agent.diskwriter", "acp_agent.protocol",
-                         "acp_agent.conversation", "acp_agent.log")),
+    ("acp_agent.store", ("acp_agent.records", "acp_agent.diskwriter", "acp_agent.sessionlog",
+                         "acp_agent.protocol", "acp_agent.conversation", "acp_agent.log")),
+    ("acp_agent.sessionlog", ("acp_agent.records", "acp_agent.diskwriter", "acp_agent.store",
+                              "acp_agent.protocol", "acp_agent.conversation", "acp_agent.log")),
     ("acp_agent.records", ("acp_agent.protocol", "acp_agent.conversation", "acp_agent.log")),
 ])
 def test_layer_boundaries(layer: str, allowed: tuple[str, ...]) -> None:
@@ -133,7 +135,8 @@ def test_the_way_to_initialize_stays_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.split()  # fmt: skip
     heavy = [m for m in out if _under(m, (
-        "acp_agent.session", "acp_agent.store", "acp_agent.replay", "acp_agent.transcript",
+        "acp_agent.session", "acp_agent.store", "acp_agent.sessionlog", "acp_agent.replay",
+        "acp_agent.transcript",
         "acp_agent.turn",
         "acp_agent.toolcall", "acp_agent.tools", "acp_agent.subagents", "acp_agent.mcp",
         "acp_agent.providers._openai", "acp_agent.providers._anthropic",

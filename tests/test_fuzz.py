@@ -380,7 +380,8 @@ class Methods:
             message["id"] = f"m{next(self.ids)}"
         want = Expect(0, 0) if notification else expect(message)
         got = await self.driver.exchange([encode(message, ensure_ascii)], want, message)
-        ended = method in ("session/close", "session/delete") and any("result" in m for m in got)
+        ended = method in ("session/close", "session/delete", "session/archive") and any(
+            "result" in m for m in got)
         if ended and isinstance(params, dict) and params.get("sessionId") in self.live:
             self.live.remove(params["sessionId"])
 

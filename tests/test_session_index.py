@@ -19,7 +19,7 @@ import pytest
 
 from acp_agent.records import Meta, encode_meta, now_iso
 from acp_agent.sessionindex import SessionIndex
-from acp_agent.store import Store
+from acp_agent.store import ArchiveFilter, Store
 
 from .harness import ROOT
 from .test_session_store import build_session, header
@@ -40,11 +40,13 @@ def make(store: Store, n: int, cwds: tuple[str, ...] = ("/a", "/b", "/c")) -> No
     store.writer.wait()
 
 
-def every_page(store: Store, cwd: str | None = None, limit: int = 7) -> list[Meta]:
+def every_page(
+    store: Store, cwd: str | None = None, limit: int = 7, archived: ArchiveFilter = "exclude"
+) -> list[Meta]:
     out: list[Meta] = []
     cursor = None
     while True:
-        page, cursor = store.page(cwd, cursor, limit)
+        page, cursor = store.page(cwd, cursor, limit, archived)
         out += page
         if cursor is None:
             return out

@@ -143,6 +143,17 @@ async def load(
     return response["result"], before[start:]
 
 
+async def mid_turn(
+    agent: AgentProcess, workspace: str
+) -> tuple[str, asyncio.Task[dict[str, Any]]]:
+    """A new session whose prompt has started answering (its script must hang there):
+    its id, and the task that gets the prompt's response."""
+    sid = await agent.new_session(workspace)
+    task = agent.start_request("session/prompt", {"sessionId": sid, "prompt": [text_block("go")]})
+    await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
+    return sid, task
+
+
 async def started(agent: AgentProcess, **caps: Any) -> AgentProcess:
     """Initialize an agent that ``async with`` started."""
     await agent.initialize(caps or None)
@@ -162,6 +173,9 @@ class TestCapabilities:
                 "resume",
                 "close",
                 "systemPrompt",
+                "title",
+                "status",
+                "archive",
             }
             assert caps["sessionCapabilities"]["systemPrompt"] == {"mode": {"override": {}}}
 
@@ -494,6 +508,7 @@ class TestList:
                 "cwd": "/a",
                 "title": "session 299",
                 "updatedAt": "2025-01-01T04:59:00.000Z",
+                "archived": False,
             }
             assert pages[-1][-8]["additionalDirectories"] == ["/lib"]
             only_b = await agent.request("session/list", {"cwd": "/b"})
@@ -515,9 +530,8 @@ class TestList:
             await started(agent)
             sid = await agent.new_session(workspace)
             listed = (await agent.request("session/list", {"cwd": workspace}))["sessions"]
-            assert listed == [
-                {"sessionId": sid, "cwd": workspace, "updatedAt": listed[0]["updatedAt"]}
-            ]
+            assert listed == [{"sessionId": sid, "cwd": workspace,
+                               "updatedAt": listed[0]["updatedAt"], "archived": False}]
             await agent.prompt(sid, long)
             (info,) = agent.updates_of(sid, "session_info_update")
             assert info["title"] == "Please refactor the session store so that it…"
@@ -578,11 +592,7 @@ class TestResumeForkDelete:
         async with make([[{"text": "start "}, {"hang": True}]]) as agent:
             await started(agent)
             keep = await agent.new_session(workspace)
-            sid = await agent.new_session(workspace)
-            task = agent.start_request(
-                "session/prompt", {"sessionId": sid, "prompt": [text_block("go")]}
-            )
-            await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
+            sid, task = await mid_turn(agent, workspace)
             assert await agent.request("session/delete", {"sessionId": sid}) == {}
             assert (await task)["result"]["stopReason"] == "cancelled"
             listed = (await agent.request("session/list", {}))["sessions"]
