@@ -298,6 +298,76 @@ async def test_python_sdk_prompt_cancel_and_recover(
         assert late == [], f"updates after the session/prompt response (id {pid}): {late}"
 
 
+async def test_python_sdk_session_catalogue(
+    checker: SchemaChecker, tmp_path: Path, state_dir: str
+) -> None:
+    """set_title, status, archive/unarchive and list's ``archived`` filter. The SDK (0.12)
+    has no methods for the first four nor the filter, and its models drop the new
+    capabilities: requests go through its connection's raw ``send_request``, capabilities
+    are read on the wire; its typed ``list_sessions`` must still read sessions that now
+    carry ``archived`` (which its model drops)."""
+    script = [[{"text": "First answer."}], [{"text": "partial "}, {"hang": True}, {"text": NEVER}]]
+    async with sdk_agent(checker, tmp_path, state_dir, script) as agent:
+        await initialize(agent.conn)  # its model drops the capabilities it does not know:
+        (caps,) = [m["result"]["agentCapabilities"]["sessionCapabilities"]  # read the wire
+                   for m in agent.wire(StreamDirection.INCOMING)
+                   if "agentCapabilities" in m.get("result", {})]  # fmt: skip
+        assert {name: caps.get(name) for name in ("title", "status", "archive")} == {
+            "title": {}, "status": {}, "archive": {}}  # fmt: skip
+        raw = agent.conn._conn  # the SDK's JSON-RPC connection: any method, untyped
+
+        async def call(method: str, **params: Any) -> Any:
+            return await asyncio.wait_for(raw.send_request(method, params), STEP_TIMEOUT)
+
+        new = await asyncio.wait_for(
+            agent.conn.new_session(cwd=agent.workspace, mcp_servers=[]), STEP_TIMEOUT
+        )
+        titled = new.session_id
+        assert await call("session/set_title", sessionId=titled, title=" Py\tSDK  title\n") == {
+            "title": "Py SDK title"}  # fmt: skip
+        assert (await prompt(agent, titled, "hello")).stop_reason == "end_turn"
+        titles = [u.title for s, u in agent.client.updates
+                  if s == titled and u.session_update == "session_info_update"]  # fmt: skip
+        assert titles == ["Py SDK title"]
+        assert await call("session/status", sessionId=titled) == {"status": "open"}
+
+        busy = (await asyncio.wait_for(
+            agent.conn.new_session(cwd=agent.workspace, mcp_servers=[]), STEP_TIMEOUT)).session_id
+        start = len(agent.client.updates)
+        turn = asyncio.create_task(
+            agent.conn.prompt(session_id=busy, prompt=[acp.text_block("go")]))
+        try:
+            await agent.client.wait_until(
+                lambda: agent.client.text(start).startswith("partial"), "the busy turn's chunk")
+            assert await call("session/archive", sessionId=busy) == {}
+            ended = await asyncio.wait_for(asyncio.shield(turn), STEP_TIMEOUT)
+        finally:
+            if not turn.done():
+                turn.cancel()
+        assert ended.stop_reason == "cancelled"
+        assert await call("session/status", sessionId=busy) == {"status": "saved"}
+
+        typed = await asyncio.wait_for(agent.conn.list_sessions(), STEP_TIMEOUT)
+        assert [s.session_id for s in typed.sessions] == [titled]
+        plain = await call("session/list")  # the SDK's SessionInfo drops `archived`
+        assert [(s["sessionId"], s["archived"]) for s in plain["sessions"]] == [(titled, False)]
+        only = await call("session/list", archived="only")
+        assert [(s["sessionId"], s["archived"]) for s in only["sessions"]] == [(busy, True)]
+        both = await call("session/list", archived="include")
+        assert {s["sessionId"] for s in both["sessions"]} == {titled, busy}
+        assert await call("session/unarchive", sessionId=busy) == {}
+        assert {s["sessionId"] for s in (await call("session/list"))["sessions"]} == {titled, busy}
+        for method, params, code in [
+            ("session/status", {"sessionId": "sess_nope"}, -32002),
+            ("session/archive", {"sessionId": "sess_nope"}, -32002),
+            ("session/list", {"archived": "_custom"}, -32602),
+            ("session/set_title", {"sessionId": titled, "title": "   "}, -32602),
+        ]:
+            with pytest.raises(acp.RequestError) as caught:
+                await call(method, **params)
+            assert caught.value.code == code, (method, params)
+
+
 async def test_python_sdk_permission_round_trip(
     checker: SchemaChecker, tmp_path: Path, state_dir: str
 ) -> None:

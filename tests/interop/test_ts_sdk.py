@@ -184,6 +184,19 @@ def test_ts_sdk_demo_model(checker: SchemaChecker, tmp_path: Path, state_dir: st
     assert s["agentExit"] == {"code": 0, "signal": None}
 
 
+def test_ts_sdk_session_catalogue(checker: SchemaChecker, tmp_path: Path, state_dir: str) -> None:
+    """The unstable catalogue methods by the SDK's own names (session.setTitle, status,
+    archive, unarchive; list's ``archived`` filter), a session archived mid-turn."""
+    s = run_ts_client(checker, tmp_path, state_dir, "catalog")
+    catalog = s["catalog"]
+    assert catalog["title"] == "Interop title"
+    assert catalog["archivedStopReason"] == "cancelled"
+    assert catalog["status"] == ["open", "saved", "saved", "saved"]
+    assert catalog["lists"]["default"] == ["titled:false:Interop title"]
+    assert catalog["lists"]["only"] == ["busy:true:"]
+    assert s["sdkErrors"] == []
+
+
 def test_ts_sdk_draft_features(checker: SchemaChecker, tmp_path: Path, state_dir: str) -> None:
     """The unstable client receives notices, plan documents and compaction intact."""
     s = run_ts_client(checker, tmp_path, state_dir, "drafts")

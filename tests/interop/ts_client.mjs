@@ -2,7 +2,7 @@
 // A real ACP client built with the official TypeScript SDK (@agentclientprotocol/sdk,
 // the `/unstable` entrypoint so draft session updates are parsed, not dropped).
 //
-//   node ts_client.mjs [--scenario full|demo|drafts|auth] [--raw-log FILE] [--timeout-ms N] \
+//   node ts_client.mjs [--scenario full|demo|drafts|catalog|auth] [--raw-log FILE] [--timeout-ms N] \
 //        [--step-timeout-ms N] [--] <agent command...>
 //   e.g. node tests/interop/ts_client.mjs .venv/bin/python -m acp_agent --state-dir /tmp/s
 //
@@ -16,6 +16,12 @@
 //   demo: the built-in demo model (no script); prompt "hello" (the greeting), then
 //     "run echo hi", answering any session/request_permission with allow_once; both
 //     turns must end with end_turn.
+//   catalog: the unstable catalogue methods through the SDK's own method names
+//     (session.setTitle, status, archive, unarchive, list with `archived`): the
+//     capabilities advertised; a title normalised, announced and never replaced by the
+//     agent's; status open/saved/unknown; a session archived mid-turn (its prompt ends
+//     "cancelled"), hidden from the default list, listed by "only"/"include", unarchived;
+//     an unknown filter -32602.
 //   auth: sign-in and provider routing, for an agent started with --model openai:gpt-4.1 and
 //     a key already stored by `acp-agent login`: initialize with auth.terminal (the terminal
 //     method is offered, never accepted by authenticate), auth/status, authenticate, logout
@@ -62,9 +68,9 @@ function parseArgs(argv) {
 }
 
 const opts = parseArgs(process.argv.slice(2));
-if (opts.command.length === 0 || !["full", "demo", "drafts", "auth"].includes(opts.scenario)) {
+if (opts.command.length === 0 || !["full", "demo", "drafts", "catalog", "auth"].includes(opts.scenario)) {
   process.stderr.write(
-    "usage: node ts_client.mjs [--scenario full|demo|drafts|auth] [--raw-log FILE] " +
+    "usage: node ts_client.mjs [--scenario full|demo|drafts|catalog|auth] [--raw-log FILE] " +
       "[--timeout-ms N] [--step-timeout-ms N] [--] <agent command...>\n",
   );
   process.exit(2);
@@ -181,10 +187,17 @@ const DRAFT_SCRIPT = [
   [{ text: "## Summary\n- The user asked for a retry and a plan." }],
 ];
 
+// The catalogue: one answer, then a turn that only archiving its session ends.
+const CATALOG_SCRIPT = [
+  [{ text: "First answer." }],
+  [{ text: "partial answer " }, { hang: true }, { text: NEVER }],
+];
+const SCRIPTS = { full: SCRIPT, drafts: DRAFT_SCRIPT, catalog: CATALOG_SCRIPT };
+
 const childEnv = { ...process.env };
-if (opts.scenario === "full" || opts.scenario === "drafts") {
+if (SCRIPTS[opts.scenario]) {
   const scriptPath = path.join(tmpBase, "script.json");
-  fs.writeFileSync(scriptPath, JSON.stringify(opts.scenario === "full" ? SCRIPT : DRAFT_SCRIPT));
+  fs.writeFileSync(scriptPath, JSON.stringify(SCRIPTS[opts.scenario]));
   childEnv.ACP_AGENT_OFFLINE_SCRIPT = scriptPath;
 } else {
   delete childEnv.ACP_AGENT_OFFLINE_SCRIPT;
@@ -491,6 +504,79 @@ async function scenarioDrafts(agent) {
   summary.drafts = { notice: notice?.update ?? null, planUpdate: planUpdate?.update ?? null, compaction: c };
 }
 
+async function scenarioCatalog(agent) {
+  const init = await agent.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: CLIENT_CAPABILITIES,
+    clientInfo: { name: "acp-agent-interop-ts", version: summary.sdkVersion ?? "0" },
+  });
+  const caps = init.agentCapabilities?.sessionCapabilities ?? {};
+  for (const name of ["title", "status", "archive"]) {
+    check(safeJson(caps[name]) === "{}", `sessionCapabilities.${name}: ${safeJson(caps[name])}`);
+  }
+  const catalog = {};
+  summary.catalog = catalog;
+  const session = acp.methods.agent.session;
+  const titled = (await agent.request(session.new, { cwd: workspace, mcpServers: [] })).sessionId;
+  const set = await agent.request(session.setTitle, { sessionId: titled, title: "  Interop\n\n title " });
+  catalog.title = set.title;
+  check(set.title === "Interop title", `session/set_title answered ${safeJson(set)}`);
+  const infos = () => updates.filter((u) => u.sessionId === titled &&
+    u.update?.sessionUpdate === "session_info_update").map((u) => u.update.title);
+  await waitFor(() => infos().length > 0, opts.stepTimeoutMs, "session_info_update after set_title");
+  catalog.status = [(await agent.request(session.status, { sessionId: titled })).status];
+  const first = await runTurn(agent, titled, "titled", "name this session for me");
+  check(first.stopReason === "end_turn", `turn titled: ${first.stopReason}`);
+  check(safeJson(infos()) === '["Interop title"]', `titles announced: ${safeJson(infos())}`);
+
+  const busy = (await agent.request(session.new, { cwd: workspace, mcpServers: [] })).sessionId;
+  const from = updates.length;
+  const prompt = agent.request(session.prompt, { sessionId: busy, prompt: [{ type: "text", text: "go" }] });
+  prompt.catch(() => {});
+  await waitFor(() => updates.slice(from).some((u) => u.sessionId === busy &&
+    u.update?.sessionUpdate === "agent_message_chunk"), opts.stepTimeoutMs, "the busy turn's first chunk");
+  catalog.archive = await agent.request(session.archive, { sessionId: busy });
+  const ended = await withTimeout(prompt, opts.stepTimeoutMs, "the archived session's prompt");
+  catalog.archivedStopReason = ended.stopReason;
+  check(ended.stopReason === "cancelled", `prompt of the archived session: ${ended.stopReason}`);
+  catalog.status.push((await agent.request(session.status, { sessionId: busy })).status);
+
+  const list = async (params) => (await agent.request(session.list, params)).sessions
+    .map((s) => `${s.sessionId === titled ? "titled" : "busy"}:${s.archived}:${s.title ?? ""}`);
+  catalog.lists = {
+    default: await list({}),
+    only: await list({ archived: "only" }),
+    include: (await list({ archived: "include", cwd: workspace })).sort(),
+  };
+  await agent.request(session.archive, { sessionId: busy }); // again: fine
+  await agent.request(session.unarchive, { sessionId: busy });
+  await agent.request(session.unarchive, { sessionId: titled }); // never archived: fine
+  catalog.lists.afterUnarchive = (await list({})).sort();
+  catalog.status.push((await agent.request(session.status, { sessionId: busy })).status);
+  await agent.request(session.close, { sessionId: titled });
+  catalog.status.push((await agent.request(session.status, { sessionId: titled })).status);
+  const missing = await expectError(agent.request(session.status, { sessionId: "sess_nope" }),
+    -32002, "session/status of an unknown session");
+  check(missing?.data?.sessionId === "sess_nope", `-32002 data: ${safeJson(missing?.data)}`);
+  await expectError(agent.request(session.archive, { sessionId: "sess_nope" }), -32002,
+    "session/archive of an unknown session");
+  await expectError(agent.request(session.list, { archived: "_custom" }), -32602,
+    "session/list with an unknown archive filter");
+  await expectError(agent.request(session.setTitle, { sessionId: busy, title: " \n " }), -32602,
+    "session/set_title with a blank title");
+  const want = {
+    status: ["open", "saved", "saved", "saved"],
+    lists: {
+      default: ["titled:false:Interop title"],
+      only: ["busy:true:"],
+      include: ["busy:true:", "titled:false:Interop title"],
+      afterUnarchive: ["busy:false:", "titled:false:Interop title"],
+    },
+  };
+  check(safeJson(catalog.status) === safeJson(want.status), `statuses: ${safeJson(catalog.status)}`);
+  check(safeJson(catalog.lists) === safeJson(want.lists), `lists: ${safeJson(catalog.lists)}`);
+}
+
 async function expectError(promise, code, what) {
   try {
     const result = await promise;
@@ -643,6 +729,7 @@ try {
   await app.connectWith(acp.ndJsonStream(agentStdin, agentStdout), async (agent) => {
     if (opts.scenario === "full") await scenarioFull(agent);
     else if (opts.scenario === "drafts") await scenarioDrafts(agent);
+    else if (opts.scenario === "catalog") await scenarioCatalog(agent);
     else if (opts.scenario === "auth") await scenarioAuth(agent);
     else await scenarioDemo(agent);
   });
