@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from .session import Session
     from .store import ArchiveFilter
 
-OPTIONAL_LIST_PARAMS = cast("type[t.ListSessionsRequest | None]", t.ListSessionsRequest | None)
-"""``session/list`` takes no params at all, too (every field is optional)."""
 
 TITLE_LIMIT = 200
 """The longest title kept, in characters (longer ones are cut at a character)."""

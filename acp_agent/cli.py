@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -270,19 +271,18 @@ def _check_model_flag(model: str) -> None:
             f"--model {model!r}: unknown provider {family!r}; write <provider>:<model> with "
             f"a provider among {', '.join(FAMILIES)}, e.g. openai:gpt-4.1"
         )
-    if spec(family).needs_model and not name:
+    family_spec = spec(family)
+    if family_spec.needs_model and not name:
+        example = family_spec.example
         raise ConfigError(
             f"--model {model!r} names a provider but no model: write {family}:<model>"
-            + (f", e.g. {EXAMPLES[family]}" if family in EXAMPLES else "")
+            + (f", e.g. {family}:{example}" if example else "")
         )
 
 
-EXAMPLES = {
-    "openai": "openai:gpt-4.1",
-    "anthropic": "anthropic:claude-sonnet-4-5",
-    "ollama": "ollama:qwen2.5-coder",
-    "openrouter": "openrouter:anthropic/claude-sonnet-4.5",
-}
+def _collect() -> None:
+    gc.freeze()
+    gc.enable()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -297,6 +297,10 @@ def main(argv: list[str] | None = None) -> None:
     # argparse (with gettext and shutil) costs ~25 ms of start-up on a small machine:
     # the plain `--flag value` forms editors use are read directly; anything else
     # (--help, --version, a typo, a missing value) goes through argparse.
+    # Start-up allocates much and frees little: no cyclic collection until the
+    # ``initialize`` reply is written (then what start-up made is frozen out of every
+    # later collection's walk); ~1.5 ms of a ~50 ms start here.
+    gc.disable()
     plain = _plain_flags(argv)
     args: argparse.Namespace | SimpleNamespace = (
         plain if plain is not None else build_parser().parse_args(argv)
@@ -327,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
     code = 0
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(serve(cfg))
+        loop.run_until_complete(serve(cfg, initialized=_collect))
     except KeyboardInterrupt:
         code = 130
         if sys.stdin.isatty():  # Ctrl-C typed after the hint: the shell's prompt on its line

@@ -24,7 +24,7 @@ import importlib
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .agent import Agent
@@ -143,9 +143,15 @@ def merge_chunks(held: Any, new: Any) -> t.SessionNotification | None:
     return None if merged is None else merger.done(merged)
 
 
-def wire(config: Config, connection: Connection, env: Mapping[str, str] = os.environ) -> Agent:
-    """The agent on ``connection``: its routes, the warm-up started once the
-    ``initialize`` reply is written, chunk coalescing if ``env`` asks for it."""
+def wire(
+    config: Config,
+    connection: Connection,
+    env: Mapping[str, str] = os.environ,
+    initialized: Callable[[], None] | None = None,
+) -> Agent:
+    """The agent on ``connection``: its routes, the warm-up (and ``initialized``)
+    started once the ``initialize`` reply is written, chunk coalescing if ``env`` asks
+    for it."""
     if env.get(COALESCE_ENV, "") not in ("", "0"):
         connection.coalesce["session/update"] = ChunkMerger()
     agent = Agent(config, ClientProxy(connection), lambda: warm(config, agent.rt.opened))
@@ -153,6 +159,10 @@ def wire(config: Config, connection: Connection, env: Mapping[str, str] = os.env
     initialize = routes["initialize"]
 
     def start_warming() -> None:
+        nonlocal initialized
+        then, initialized = initialized, None
+        if then is not None:
+            then()
         agent.rt.warm_up()
 
     async def initialize_then_warm(p: Any) -> Any:
@@ -166,10 +176,10 @@ def wire(config: Config, connection: Connection, env: Mapping[str, str] = os.env
     return agent
 
 
-async def serve(config: Config) -> None:
+async def serve(config: Config, initialized: Callable[[], None] | None = None) -> None:
     reader, writer = await open_stdio(config.limits.max_message_bytes)
     connection = Connection(reader, writer)
-    agent = wire(config, connection)
+    agent = wire(config, connection, initialized=initialized)
     try:
         await connection.serve()
     finally:

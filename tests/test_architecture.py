@@ -139,7 +139,30 @@ def test_the_way_to_initialize_stays_light() -> None:
         "acp_agent.transcript",
         "acp_agent.turn",
         "acp_agent.toolcall", "acp_agent.tools", "acp_agent.subagents", "acp_agent.mcp",
+        "acp_agent.lifecycle", "acp_agent.catalog", "acp_agent.prompting", "acp_agent.options",
+        "acp_agent.endpoints", "acp_agent.permissions", "acp_agent.conversation",
         "acp_agent.providers._openai", "acp_agent.providers._anthropic",
         "acp_agent.providers._offline", "acp_agent.providers.resilient",
     ))]
     assert heavy == []
+
+
+def test_a_preset_is_one_module_and_one_registry_line() -> None:
+    """The OpenAI-compatible presets are named nowhere but in their own module and in
+    ``FAMILIES``: adding one is a new file and one line (issue 13). Each names an example
+    model, which ``--model <family>`` without a model quotes."""
+    from acp_agent.providers.registry import FAMILIES, spec
+
+    for family in ("ollama", "openrouter"):
+        own = f"acp_agent.providers.{family}"
+        assert FAMILIES[family] == own
+        assert spec(family).example
+        named = []
+        for module, path in MODULES.items():
+            if module in (own, "acp_agent.providers.registry"):
+                continue
+            strings = [n.value for n in ast.walk(ast.parse(path.read_text()))
+                       if isinstance(n, ast.Constant) and isinstance(n.value, str)]  # fmt: skip
+            if any(s == family or s.startswith(f"{family}:") for s in strings):
+                named.append(module)
+        assert named == [], family

@@ -288,7 +288,8 @@ MISTAKES = {
                     "openai:gpt-4.1 needs an API key: set OPENAI_API_KEY"),
     "unknown provider": (["--model", "gpt-4"], {}, "--model 'gpt-4': unknown provider"),
     "no model": (["--model", "anthropic"], {},
-                 "--model 'anthropic' names a provider but no model: write anthropic:<model>"),
+                 "--model 'anthropic' names a provider but no model: write anthropic:<model>, "
+                 "e.g. anthropic:claude-sonnet-4-5"),
     "bad config": (["--config", "{dir}/bad.toml"], {}, "`limits.max-turn-requests`"),
     "bad ACP_AGENT_MODEL": ([], {"ACP_AGENT_MODEL": "nope"}, "got 'nope'"),
     "missing script": ([], {"ACP_AGENT_OFFLINE_SCRIPT": "{dir}/none.json"},

@@ -28,7 +28,7 @@ from ..conversation import (
 )
 from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
 from ._limits import DISCOVERY_TIMEOUT, discover, fit_output
-from ._sdk import REHEARSAL, Origin, failed, parse_tool_arguments, rehearse, relay
+from ._sdk import REHEARSAL, Origin, as_sent, failed, parse_tool_arguments, rehearse, relay
 from ._wire import Chunk, Delta, EventStream, ToolCallFragment, Usage, openai_event
 from .base import (
     Finished,
@@ -218,7 +218,8 @@ class OpenAIProvider:
     def _stream(self, request: ModelRequest, client: AsyncOpenAI) -> AsyncIterator[StreamEvent]:
         async def open_stream() -> EventStream[Chunk]:
             params = self.request_params(request)
-            raw = client.chat.completions.with_streaming_response.create(**params)
+            arguments = as_sent(params, model=self.model, messages=[], stream=True)
+            raw = client.chat.completions.with_streaming_response.create(**arguments)
             return await EventStream(raw, Chunk, openai_event).open()
 
         return relay(open_stream, _ChunkAssembler(), self.origin)

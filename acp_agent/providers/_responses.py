@@ -36,7 +36,7 @@ from ..conversation import (
 )
 from ..errors import ProviderStreamError
 from ._openai import OpenAIProvider
-from ._sdk import parse_tool_arguments, relay
+from ._sdk import as_sent, parse_tool_arguments, relay
 from ._wire import EventStream, REvent, RResponse, RUsage, responses_event
 from .base import (
     Finished,
@@ -97,7 +97,8 @@ class ResponsesProvider(OpenAIProvider):
 
     def _stream(self, request: ModelRequest, client: AsyncOpenAI) -> AsyncIterator[StreamEvent]:
         async def open_stream() -> EventStream[REvent]:
-            raw = client.responses.with_streaming_response.create(**self.request_params(request))
+            arguments = as_sent(self.request_params(request), model=self.model, stream=True)
+            raw = client.responses.with_streaming_response.create(**arguments)
             return await EventStream(raw, REvent, responses_event).open()
 
         return relay(open_stream, _ResponsesAssembler(self.name), self.origin)

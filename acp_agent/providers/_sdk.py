@@ -32,6 +32,22 @@ from ..errors import (
 from .base import ModelRequest, StreamEvent
 
 
+def as_sent(params: Mapping[str, Any], **required: Any) -> dict[str, Any]:
+    """Keyword arguments for an SDK's ``create`` that send the body ``params`` as it is.
+
+    Both SDKs pass a request's arguments through ``maybe_transform``, which walks every
+    message and tool schema of every request to rename aliased fields and format dates and
+    files: nothing our bodies (already in the vendor's wire format) have, yet it costs
+    0.8 ms with one message and 41 ms with 301 (measured here, OpenAI's SDK), on the event
+    loop, each model request of a long session. So ``required`` gives the arguments the
+    method insists on, cheap stand-ins (``messages=[]``), and the body goes as
+    ``extra_body``, which the SDK merges over them unchanged; requests, headers, auth,
+    retries and errors stay the SDK's."""
+    body = {k: v for k, v in params.items() if k != "extra_body"}
+    body.update(params.get("extra_body") or {})
+    return {**required, "extra_body": body}
+
+
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where a provider's requests go, for error messages."""

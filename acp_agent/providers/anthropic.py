@@ -45,6 +45,7 @@ def _info(model: str) -> ModelInfo:
 
 SPEC = ProviderSpec(
     name="anthropic",
+    example="claude-sonnet-4-5",
     title="Anthropic",
     build=_build,
     model_info=_info,

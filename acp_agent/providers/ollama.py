@@ -11,6 +11,7 @@ from .registry import ProviderSpec
 
 SPEC = ProviderSpec(
     name="ollama",
+    example="qwen2.5-coder",
     title="Ollama",
     build=OPENAI.build,
     model_info=OPENAI.model_info,

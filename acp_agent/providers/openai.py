@@ -74,6 +74,7 @@ def _info(model: str) -> ModelInfo:
 
 SPEC = ProviderSpec(
     name="openai",
+    example="gpt-4.1",
     title="OpenAI",
     build=build_compatible,
     model_info=_info,

@@ -20,6 +20,7 @@ def _build(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
 
 SPEC = ProviderSpec(
     name="openrouter",
+    example="anthropic/claude-sonnet-4.5",
     title="OpenRouter",
     build=_build,
     model_info=OPENAI.model_info,

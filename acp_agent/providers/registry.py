@@ -84,6 +84,8 @@ class ProviderSpec(msgspec.Struct, frozen=True, kw_only=True):
     """Reached over the network (takes ``--base-url``)."""
     needs_model: bool = True
     """``<family>:<model>``: a model name is required."""
+    example: str | None = None
+    """A model name of the family, for messages (``--model openai`` -> "e.g. openai:gpt-4.1")."""
     apis: tuple[str, ...] = ()
     """Wire APIs ``api`` in the family's section may pick (beside ``"auto"``)."""
     warm: tuple[str, ...] = ()
