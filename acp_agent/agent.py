@@ -33,9 +33,9 @@ _HANDLERS = ("catalog", "endpoints", "lifecycle", "options", "prompting")
 
 
 def _import_handlers() -> None:
-    """The modules the routes call, imported by the first request that needs one (the
-    warm-up has usually imported them by then), not on the way to ``initialize``: about
-    1.5 ms of a ~50 ms start."""
+    """The modules the routes call, bound by the first request that needs one (the
+    warm-up, ``server.SESSION_MODULES``, has usually imported them by then), not on the
+    way to ``initialize``: about 1.5 ms of a ~50 ms start."""
     import importlib
 
     names = globals()

@@ -42,6 +42,11 @@ WARM_GRACE = 0.1
 #: What ``session/new`` needs (imported at once), then what every first prompt needs,
 #: whatever the model (after the first session response, with the model's SDK).
 SESSION_MODULES = (
+    "acp_agent.lifecycle",  # the handlers (agent.py imports them at the first request)
+    "acp_agent.catalog",
+    "acp_agent.options",
+    "acp_agent.prompting",
+    "acp_agent.endpoints",
     "acp_agent.session",
     "acp_agent.store",
     "acp_agent.sessionindex",
