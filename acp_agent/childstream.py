@@ -106,29 +106,20 @@ async def send_message(sender: Session, recipient: Session, text: str) -> None:
     the incoming view on the recipient's, each with its own id and linked to the other,
     each an upsert then its content in chunks."""
     sent, received = sender.new_message_id(), recipient.new_message_id()
+    views = (
+        (sender, t.SessionMessage(
+            message_id=sent, sender_session_id=sender.id, recipient_session_id=recipient.id,
+            recipient_message_id=received)),
+        (recipient, t.SessionMessage(
+            message_id=received, sender_session_id=sender.id, recipient_session_id=recipient.id,
+            sender_message_id=sent)),
+    )  # fmt: skip
     pieces = split(text)
-    await sender.emit(
-        t.SessionMessage(
-            message_id=sent,
-            sender_session_id=sender.id,
-            recipient_session_id=recipient.id,
-            recipient_message_id=received,
-        )
-    )
-    for piece in pieces:
-        await sender.emit(t.SessionMessageChunk(message_id=sent, content=t.TextContent(text=piece)))
-    await recipient.emit(
-        t.SessionMessage(
-            message_id=received,
-            sender_session_id=sender.id,
-            recipient_session_id=recipient.id,
-            sender_message_id=sent,
-        )
-    )
-    for piece in pieces:
-        await recipient.emit(
-            t.SessionMessageChunk(message_id=received, content=t.TextContent(text=piece))
-        )
+    for session, upsert in views:
+        await session.emit(upsert)
+        for piece in pieces:
+            content = t.TextContent(text=piece)
+            await session.emit(t.SessionMessageChunk(message_id=upsert.message_id, content=content))
 
 
 def split(text: str, limit: int = MESSAGE_CHUNK_CHARS) -> list[str]:

@@ -75,11 +75,10 @@ def transcripts(
     whose announcement is not there is left out; so is every child for a client without
     ``subagents``."""
     records = list(records)
-    children: dict[str, list[Record]] = {}
-    for record in records:
-        if isinstance(record, ChildUpdate):
-            children.setdefault(record.session_id, []).append(Update(update=record.update))
-    batches = load_batches(session_id, records, caps, children, live=live)
+    kept = Uses()  # only for the children's records: this transcript is not streamed
+    for _ in kept.tap(records):
+        pass
+    batches = load_batches(session_id, records, caps, kept.children, live=live)
     return [pair for batch in batches for pair in batch]
 
 
