@@ -5,7 +5,8 @@
 * Every test gets pytest-timeout's limit from :mod:`tests.limits` (``ACP_TEST_TIME_SCALE``
   scales it) unless it sets its own ``timeout`` mark.
 * End-to-end tests are marked ``slow``, so ``pytest -m "not slow"`` runs the fast set in
-  seconds: those in ``tests/interop/``, those using the ``agent`` fixture, and every test
+  seconds: those in ``tests/interop/``, those using the ``agent`` or ``scripted``
+  fixture, and every test
   of a module that imports the harness's ways of starting an agent process
   (``AgentProcess``, ``agent_env``). Other slow tests are marked by hand.
 """
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from typing import Any
 import pytest
 
 from . import harness
-from .harness import AgentProcess
+from .harness import AgentProcess, Script, Scripted
 from .limits import TEST
 from .schema_check import SchemaChecker
 from .timeouts import ManualTimeouts
@@ -33,7 +35,7 @@ _STARTS_AN_AGENT = ("AgentProcess", "agent_env")
 def _end_to_end(item: pytest.Item) -> bool:
     if any(item.path.is_relative_to(d) for d in _SLOW_DIRS):
         return True
-    if "agent" in getattr(item, "fixturenames", ()):
+    if {"agent", "scripted"} & set(getattr(item, "fixturenames", ())):
         return True
     module = getattr(item, "module", None)
     return any(
@@ -85,6 +87,26 @@ async def agent(checker: SchemaChecker, state_dir: str) -> AsyncIterator[AgentPr
         yield proc
     finally:
         await proc.close()
+
+
+@pytest.fixture
+def scripted(checker: SchemaChecker, state_dir: str, tmp_path: Path) -> Scripted:
+    """Agents (not started) whose offline model plays ``script``: ``scripted(script,
+    *args, config="", **env)``, with more command-line ``args``, a configuration file
+    holding ``config`` and more environment variables."""
+
+    def make(script: Script, *args: str, config: str = "", **env: str) -> AgentProcess:
+        n = len(list(tmp_path.glob("script*.json")))
+        path = tmp_path / f"script{n}.json"
+        path.write_text(json.dumps(script))
+        if config:
+            cfg = tmp_path / f"config{n}.toml"
+            cfg.write_text(config)
+            args = (*args, "--config", str(cfg))
+        return AgentProcess(checker, "--state-dir", state_dir, *args,
+                            env={"ACP_AGENT_OFFLINE_SCRIPT": str(path), **env})  # fmt: skip
+
+    return make
 
 
 @pytest.fixture

@@ -27,6 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 _AUTO: Any = object()  # "pick the next id" (None is a valid JSON-RPC id)
 
 ClientHandler = Callable[[dict[str, Any]], Awaitable[Any] | Any]
+Script = list[Any]
+"""What the offline model plays (``ACP_AGENT_OFFLINE_SCRIPT``): a list of replies."""
+Scripted = Callable[..., "AgentProcess"]
+"""The ``scripted`` fixture (conftest.py): a script (and flags) -> an agent."""
 
 
 class ResponseError(Exception):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, ToolCall, Usage
 from .harness import AgentProcess, ResponseError
 from .schema_check import SchemaChecker
+from .test_subagents import spawn
 
 Script = list[list[dict[str, Any]]]
 FORM: dict[str, Any] = {"elicitation": {"form": {}}}
@@ -32,22 +32,6 @@ QUESTION: dict[str, Any] = {
 
 def ask(question: dict[str, Any] = QUESTION) -> dict[str, Any]:
     return {"tool_call": {"name": "ask_user", "arguments": question}}
-
-
-def spawn(title: str, prompt: str) -> dict[str, Any]:
-    return {"tool_call": {"name": "spawn_agent", "arguments": {
-        "title": title, "description": f"The {title.lower()} helper.", "prompt": prompt}}}
-
-
-@pytest.fixture
-def scripted(checker: SchemaChecker, state_dir: str, tmp_path: Path
-             ) -> Callable[[Script], AgentProcess]:
-    def make(script: Script) -> AgentProcess:
-        path = tmp_path / f"script{len(list(tmp_path.iterdir()))}.json"
-        path.write_text(json.dumps(script))
-        return AgentProcess(checker, "--state-dir", state_dir,
-                            env={"ACP_AGENT_OFFLINE_SCRIPT": str(path)})
-    return make
 
 
 def requests(agent: AgentProcess, method: str = "elicitation/create") -> list[dict[str, Any]]:

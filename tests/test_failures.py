@@ -4,33 +4,15 @@ agent cannot use. In each the turn ends normally and the session carries on."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, ToolCall, Usage
-from .harness import AgentProcess, select_kind
+from .harness import AgentProcess, Scripted, select_kind
 from .schema_check import SchemaChecker
 
 Script = list[list[dict[str, Any]]]
-Scripted = Callable[..., AgentProcess]
 COMPACTION_CAPS: dict[str, Any] = {"session": {"compaction": {}}}
-
-
-@pytest.fixture
-def scripted(checker: SchemaChecker, state_dir: str, tmp_path: Path) -> Scripted:
-    """An agent whose offline model plays ``script``."""
-
-    def make(script: Script, *args: str) -> AgentProcess:
-        path = tmp_path / f"script{len(list(tmp_path.glob('script*')))}.json"
-        path.write_text(json.dumps(script))
-        return AgentProcess(checker, "--state-dir", state_dir, *args,
-                            env={"ACP_AGENT_OFFLINE_SCRIPT": str(path)})
-
-    return make
 
 
 def text_of(agent: AgentProcess, sid: str) -> str:

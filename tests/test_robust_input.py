@@ -11,13 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .harness import AgentProcess, allow_first_option
-from .schema_check import SchemaChecker
+from .harness import AgentProcess, Scripted, allow_first_option
 
 TOO_DEEP = -32600
 DEPTHS = [200, 1_000, 10_000, 100_000, 1_000_000]
@@ -117,17 +115,6 @@ def prompt(session_id: str, text: str) -> Message:
 
 TOOL = {"tool_call": {"name": "run_command", "arguments": {"command": "echo hi"}}}
 TEXT = [{"text": "done"}]
-Scripted = Callable[[list[Any]], AgentProcess]
-
-
-@pytest.fixture
-def scripted(checker: SchemaChecker, state_dir: str, tmp_path: Path) -> Scripted:
-    def make(script: list[Any]) -> AgentProcess:
-        path = tmp_path / "script.json"
-        path.write_text(json.dumps(script))
-        return AgentProcess(checker, "--state-dir", state_dir,
-                            env={"ACP_AGENT_OFFLINE_SCRIPT": str(path)})
-    return make
 
 
 @pytest.fixture

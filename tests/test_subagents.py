@@ -10,16 +10,13 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .harness import AgentProcess, ResponseError, allow_first_option
-from .schema_check import SchemaChecker
+from .harness import AgentProcess, ResponseError, Scripted, allow_first_option
 
 Script = list[list[dict[str, Any]]]
-Scripted = Callable[..., AgentProcess]  # the `scripted` fixture: a script -> an agent
 Start = Callable[..., Awaitable[str]]  # the `session` fixture: initialize, session/new
 SUBAGENTS: dict[str, Any] = {"subagents": {}}
 SESSION_ID = re.compile(r"sess_[0-9a-f]{24}")
@@ -28,18 +25,6 @@ SESSION_ID = re.compile(r"sess_[0-9a-f]{24}")
 def spawn(title: str, prompt: str) -> dict[str, Any]:
     return {"tool_call": {"name": "spawn_agent", "arguments": {
         "title": title, "description": f"The {title.lower()} helper.", "prompt": prompt}}}
-
-
-@pytest.fixture
-def scripted(
-    checker: SchemaChecker, state_dir: str, tmp_path: Path
-) -> Callable[[Script], AgentProcess]:
-    def make(script: Script) -> AgentProcess:
-        path = tmp_path / f"script{len(list(tmp_path.iterdir()))}.json"
-        path.write_text(json.dumps(script))
-        return AgentProcess(checker, "--state-dir", state_dir,
-                            env={"ACP_AGENT_OFFLINE_SCRIPT": str(path)})
-    return make
 
 
 @pytest.fixture

@@ -24,16 +24,12 @@ from acp_agent.transcript import transcripts
 
 from .harness import AgentProcess, ResponseError
 from .schema_check import SchemaChecker, validate_def
+from .test_subagents import announced, spawn, states
 
 Script = list[list[dict[str, Any]]]
 SUBAGENTS: dict[str, Any] = {"subagents": {}}
 SESSION_ID = re.compile(r"sess_[0-9a-f]{24}")
 LONG = "\n".join(f"Line {i}: " + " ".join(["finding"] * 12) for i in range(60))  # ~6 kB
-
-
-def spawn(title: str, prompt: str) -> dict[str, Any]:
-    return {"tool_call": {"name": "spawn_agent", "arguments": {
-        "title": title, "description": f"The {title.lower()} helper.", "prompt": prompt}}}
 
 
 READ = {"tool_call": {"name": "read_file", "arguments": {"path": "hello.txt"}}}
@@ -52,19 +48,6 @@ def script_file(tmp_path: Path) -> Callable[[Script], str]:
 def start(checker: SchemaChecker, state_dir: str, script: str | None = None) -> AgentProcess:
     env = {"ACP_AGENT_OFFLINE_SCRIPT": script} if script else {}
     return AgentProcess(checker, "--state-dir", state_dir, env=env)
-
-
-def announced(agent: AgentProcess, parent: str) -> list[str]:
-    seen: list[str] = []
-    for u in agent.updates_of(parent, "subagent_update"):
-        if u["sessionId"] not in seen:
-            seen.append(u["sessionId"])
-    return seen
-
-
-def states(agent: AgentProcess, parent: str, child: str) -> list[dict[str, Any]]:
-    return [u["state"] for u in agent.updates_of(parent, "subagent_update")
-            if u["sessionId"] == child and "state" in u]
 
 
 def text_of(agent: AgentProcess, sid: str) -> str:

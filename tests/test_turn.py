@@ -3,38 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .harness import AgentProcess, allow_first_option, select_kind, wait_until
+from .harness import AgentProcess, Scripted, allow_first_option, select_kind, wait_until
 from .limits import eventually
 from .procs import group_gone
-from .schema_check import SchemaChecker
 
 Script = list[list[dict[str, Any]]]
-Scripted = Callable[..., AgentProcess]  # the `scripted` fixture: a script -> an agent
 Start = Callable[..., Awaitable[str]]  # the `session` fixture: initialize, session/new
-
-
-@pytest.fixture
-def scripted(checker: SchemaChecker, state_dir: str, tmp_path: Path) -> Scripted:
-    """Build an agent whose offline model plays the given script."""
-
-    def make(script: Script, config: str = "", **env: str) -> AgentProcess:
-        path = tmp_path / f"script{len(list(tmp_path.iterdir()))}.json"
-        path.write_text(json.dumps(script))
-        args = ["--state-dir", state_dir]
-        if config:
-            cfg = tmp_path / "config.toml"
-            cfg.write_text(config)
-            args += ["--config", str(cfg)]
-        return AgentProcess(checker, *args, env={"ACP_AGENT_OFFLINE_SCRIPT": str(path), **env})
-
-    return make
 
 
 @pytest.fixture
