@@ -39,6 +39,9 @@ class ProviderSettings(_Section, frozen=True):
     api: Literal["auto", "responses", "chat-completions"] = "auto"
     """OpenAI-compatible families: the wire API (``auto``: the Responses API for OpenAI's
     reasoning models at OpenAI, Chat Completions otherwise)."""
+    connect_ahead: bool = True
+    """Open the connection to the model's server when a session opens (one small read-only
+    request), so that its first prompt does not wait for it."""
 
 
 class ModelOverride(_Section, frozen=True):

@@ -51,6 +51,13 @@ class Prepares(Protocol):
     def prepare(self, rehearse_request: bool = True) -> None: ...
 
 
+@runtime_checkable
+class Connects(Protocol):
+    """A provider that can open its connection ahead of a prompt (``providers._sdk.Ahead``)."""
+
+    async def connect(self) -> None: ...
+
+
 class Runtime:
     def __init__(
         self, config: Config, client: ClientProxy, warm: Callable[[], None] | None = None
@@ -411,14 +418,19 @@ class Runtime:
         """What the session's first turn would otherwise do first: its model's provider
         (a loaded session may use another model; no SDK but its model's is imported),
         its system prompt (the environment read, git asked: tens of ms in a large
-        repository), its project's permission rules and the tools. Nothing reaches the
-        model's server (its limits are asked on the first turn)."""
+        repository), its project's permission rules and the tools; and, unless the
+        family's ``connect-ahead`` is off, the connection to the model's server opened
+        (a compatible server is asked its limits on the way)."""
         from .instructions import system_prompt
 
         await self.warmed(turn=False)
         if self.sessions.get(session.id) is not session:
             return  # closed meanwhile
         await self.prepare_model(session.model)
+        provider = self.provider_for(session.model)
+        family = session.model.partition(":")[0]
+        if isinstance(provider, Connects) and self.config.provider_settings(family).connect_ahead:
+            self.background(provider.connect())  # waits on the network: meanwhile, the rest
         if session.system_text is None:
             text = await system_prompt(session, configured=self.config.system_prompt)
             self._prebuilt[session] = (text, session.mode, session.model)

@@ -24,7 +24,7 @@ import importlib
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .agent import Agent
@@ -65,12 +65,15 @@ WARM_MODULES = (
 )
 
 
-def warm(config: Config, opened: threading.Event) -> None:
+def warm(config: Config, opened: threading.Event, params: Iterable[type] = ()) -> None:
     """Import what the first prompt needs (call from a worker thread): what ``session/new``
-    needs, then, once a session is open (``opened``, set after its response) or after
-    :data:`WARM_GRACE` seconds, the turn engine and the configured model's SDK: an
-    editor's ``session/new`` right after ``initialize`` never shares the processor with
-    them."""
+    needs and msgspec's decoding plans for ``params`` (the methods' parameter types; built
+    on a type's first decoding otherwise), then, once a session is open (``opened``, set
+    after its response) or after :data:`WARM_GRACE` seconds, the turn engine and the
+    configured model's SDK: an editor's ``session/new`` right after ``initialize`` never
+    shares the processor with them."""
+    import msgspec
+
     from .providers import spec
 
     interval = sys.getswitchinterval()
@@ -78,6 +81,8 @@ def warm(config: Config, opened: threading.Event) -> None:
     try:
         for module in SESSION_MODULES:
             importlib.import_module(module)
+        for type_ in params:
+            msgspec.json.Decoder(type_)  # the plan is kept on the type
         opened.wait(WARM_GRACE)
         for module in (*WARM_MODULES, *spec(config.provider).warm):
             importlib.import_module(module)
@@ -159,8 +164,9 @@ def wire(
     for it."""
     if env.get(COALESCE_ENV, "") not in ("", "0"):
         connection.coalesce["session/update"] = ChunkMerger()
-    agent = Agent(config, ClientProxy(connection), lambda: warm(config, agent.rt.opened))
+    agent = Agent(config, ClientProxy(connection), lambda: warm(config, agent.rt.opened, params))
     routes = agent.routes()
+    params = [route.params_type for route in routes.values()]
     initialize = routes["initialize"]
 
     def start_warming() -> None:

@@ -169,3 +169,24 @@ def _request() -> Any:
     from acp_agent.providers.base import ModelRequest
 
     return ModelRequest(system="s", messages=[UserMessage([TextPart("hi")])])
+
+
+async def test_a_session_opened_connects_its_model_ahead_of_the_prompt(
+    checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer
+) -> None:
+    """When a session opens, the model's server gets one small read-only request (the
+    model's description), and the first prompt goes over the connection it opened."""
+    server.enqueue(Reply([Text("ok"), Finish("stop")]))
+    agent = AgentProcess(checker, "--state-dir", state_dir, "--model",
+                         "anthropic:claude-sonnet-4-5", "--base-url", server.url,
+                         env={"ANTHROPIC_API_KEY": "k"})  # fmt: skip
+    async with agent:
+        await agent.initialize()
+        assert server.connections == 0  # initialize alone reaches no server
+        sid = await agent.new_session(workspace)
+        await server.wait_for_requests(1, about_models=True)
+        assert (await agent.prompt(sid, "hi"))["stopReason"] == "end_turn"
+    (asked,) = server.model_requests
+    assert (asked.method, asked.path) == ("GET", "/v1/models/claude-sonnet-4-5")
+    (prompted,) = server.requests
+    assert prompted.connection == asked.connection and server.connections == 1

@@ -70,7 +70,7 @@ class BenchServer:
                     if name.strip().lower() == "content-length":
                         length = int(value)
                 body = await reader.readexactly(length) if length else b""
-                if method == "GET" and path.split("?")[0].endswith("/models"):
+                if method == "GET" and "/models" in path:  # a list, or a model's description
                     writer.write(
                         b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                         b"content-length: %d\r\n\r\n%s" % (len(_MODELS), _MODELS)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from ..conversation import (
     AssistantMessage,
@@ -23,7 +24,16 @@ from ..conversation import (
     UserPart,
 )
 from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
-from ._sdk import REHEARSAL, Origin, failed, parse_tool_arguments, rehearse, relay
+from ._sdk import (
+    REHEARSAL,
+    Ahead,
+    Origin,
+    connect_ahead,
+    failed,
+    parse_tool_arguments,
+    rehearse,
+    relay,
+)
 from ._wire import AEvent, EventStream, anthropic_event
 from .base import (
     Finished,
@@ -82,6 +92,7 @@ class AnthropicProvider:
         self._headers = default_headers
         self._default_max_tokens = default_max_tokens
         self._client: AsyncAnthropic | None = None
+        self._ahead = Ahead()
         if key_env is None:
             key_env = "ANTHROPIC_AUTH_TOKEN" if self._auth_token else "ANTHROPIC_API_KEY"
         self._key_env = key_env
@@ -134,6 +145,18 @@ class AnthropicProvider:
         if rehearse_request:
             rehearse(lambda client: self._stream(REHEARSAL, client), self._new_client, _REHEARSAL)
 
+    async def connect(self) -> None:
+        """Open the connection the next prompt will use (see :class:`._sdk.Ahead`) with
+        ``GET /v1/models/{model}``, the model's description."""
+        await self._ahead.connect(self._connect_ahead)
+
+    async def _connect_ahead(self) -> bool:
+        try:
+            client = self._ensure_client()
+        except ProviderError:
+            return False  # no key: the first prompt says so
+        return await connect_ahead(client, f"/v1/models/{quote(self.model, safe='')}")
+
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         max_tokens = request.max_tokens or self._default_max_tokens
         params: dict[str, Any] = {
@@ -167,6 +190,7 @@ class AnthropicProvider:
             client = self._ensure_client()
         except ProviderError as exc:
             return failed(exc)
+        self._ahead.used()
         return self._stream(request, client)
 
     def _stream(self, request: ModelRequest, client: AsyncAnthropic) -> AsyncIterator[StreamEvent]:

@@ -53,10 +53,15 @@ class _Show(msgspec.Struct):
     model_info: dict[str, Any] = {}
 
 
+class Unanswered(Exception):
+    """No HTTP answer came to the discovery (a refused connection, no answer in time)."""
+
+
 async def discover(
     client: AsyncOpenAI, model: str, base_url: str, timeout: float = DISCOVERY_TIMEOUT
 ) -> ServerLimits | None:
-    """The model's limits as the server at ``base_url`` reports them, or ``None``."""
+    """The model's limits as the server at ``base_url`` reports them, or ``None``; raises
+    :class:`Unanswered` when the server gave no HTTP answer at all."""
     try:
         async with asyncio.timeout(timeout):
             return await _listed(client, model, timeout) or await _ollama(
@@ -64,7 +69,7 @@ async def discover(
             )
     except Exception as exc:  # the server does not say; the request itself will tell more
         log.debug("no model limits from the server", model=model, reason=repr(exc))
-        return None
+        raise Unanswered(repr(exc)) from exc
 
 
 async def _listed(client: AsyncOpenAI, model: str, timeout: float) -> ServerLimits | None:

@@ -14,6 +14,7 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import msgspec
 
@@ -27,8 +28,18 @@ from ..conversation import (
     UserPart,
 )
 from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
-from ._limits import DISCOVERY_TIMEOUT, discover, fit_output
-from ._sdk import REHEARSAL, Origin, as_sent, failed, parse_tool_arguments, rehearse, relay
+from ._limits import DISCOVERY_TIMEOUT, Unanswered, discover, fit_output
+from ._sdk import (
+    REHEARSAL,
+    Ahead,
+    Origin,
+    as_sent,
+    connect_ahead,
+    failed,
+    parse_tool_arguments,
+    rehearse,
+    relay,
+)
 from ._wire import Chunk, Delta, EventStream, ToolCallFragment, Usage, openai_event
 from .base import (
     Finished,
@@ -77,6 +88,7 @@ class OpenAIProvider:
         vendor: str = "OpenAI",
         section: str = "openai",
         discover_limits: bool = False,
+        connect_path: str | None = None,
     ) -> None:
         self.model = model
         self._api_key = api_key or None
@@ -91,6 +103,8 @@ class OpenAIProvider:
         self._limits: ServerLimits | None = None
         self._asked: asyncio.Future[ServerLimits | None] | None = None
         self.discovery_timeout = DISCOVERY_TIMEOUT
+        self._connect_path = connect_path or f"/models/{quote(model, safe='')}"
+        self._ahead = Ahead()
         self.origin = Origin(
             vendor,
             self.endpoint,
@@ -157,22 +171,45 @@ class OpenAIProvider:
                 self.REHEARSAL_BODY,
             )
 
-    async def server_limits(self) -> ServerLimits | None:
+    async def server_limits(self, ahead: bool = False) -> ServerLimits | None:
         """The model's limits as a compatible server reports them (asked once; see
-        :mod:`._limits`); from then on ``max_tokens`` stays within what the window leaves."""
+        :mod:`._limits`); from then on ``max_tokens`` stays within what the window leaves.
+        ``ahead``: asked ahead of any turn (:meth:`connect`), so unanswered, it is asked
+        again by the first turn."""
         if not self._discover or self._base_url is None:
             return None
         if self._asked is None:  # one question however many turns start at once
-            self._asked = asyncio.ensure_future(self._ask(self._base_url))
+            self._asked = asyncio.ensure_future(self._ask(self._base_url, ahead))
         return await asyncio.shield(self._asked)
 
-    async def _ask(self, base_url: str) -> ServerLimits | None:
+    async def _ask(self, base_url: str, ahead: bool) -> ServerLimits | None:
         try:
             client = self._ensure_client()
         except ProviderError:
             return None
-        self._limits = await discover(client, self.model, base_url, self.discovery_timeout)
+        try:
+            self._limits = await discover(client, self.model, base_url, self.discovery_timeout)
+        except Unanswered:
+            if ahead:
+                self._asked = None
+            return None
         return self._limits
+
+    async def connect(self) -> None:
+        """Open the connection the next prompt will use (see :class:`._sdk.Ahead`): a
+        compatible server is asked for the model's limits (the turn then need not), else
+        ``GET {base}/models/{model}`` (``connect_path``: OpenRouter's key description)."""
+        await self._ahead.connect(self._connect_ahead)
+
+    async def _connect_ahead(self) -> bool:
+        try:
+            client = self._ensure_client()
+        except ProviderError:
+            return False  # no key: the first prompt says so
+        if self._discover and self._asked is None:
+            await self.server_limits(ahead=True)
+            return self._asked is not None  # answered (else forgotten, to be asked again)
+        return await connect_ahead(client, self._connect_path)
 
     def fit(self, request: ModelRequest) -> ModelRequest:
         return fit_output(request, self._limits)
@@ -213,6 +250,7 @@ class OpenAIProvider:
             client = self._ensure_client()
         except ProviderError as exc:
             return failed(exc)
+        self._ahead.used()
         return self._stream(self.fit(request), client)
 
     def _stream(self, request: ModelRequest, client: AsyncOpenAI) -> AsyncIterator[StreamEvent]:

@@ -182,6 +182,57 @@ def rehearse(
         log.debug("rehearsal failed", error=repr(exc))
 
 
+CONNECT_TIMEOUT = 5.0
+"""Seconds a connection made ahead (:class:`Ahead`) may take, all told."""
+
+
+async def connect_ahead(client: Any, path: str, timeout: float = CONNECT_TIMEOUT) -> bool:
+    """One small read-only ``GET path`` through ``client`` (an SDK client; e.g. the model's
+    description), its answer read whole and not used: the connection (TCP, TLS) goes back
+    to the client's pool for the next request, and the SDK has built what it builds on a
+    client's first request (its platform headers, in a worker thread). Whether the server
+    answered (with any HTTP status). Never raises: the first request reports what is
+    wrong."""
+    import asyncio
+
+    try:
+        async with asyncio.timeout(timeout):
+            await client.get(path, cast_to=bytes, options={"timeout": timeout})
+    except Exception as exc:
+        answered = getattr(exc, "status_code", None) is not None
+        log.debug("connect ahead", path=path, answered=answered, reason=repr(exc))
+        return answered
+    return True
+
+
+class Ahead:
+    """A provider's connections made ahead of its prompts (when a session opens, so that
+    its first prompt does not wait for a connection): one at a time, and none while one
+    made or used in the last :attr:`FRESH` seconds may still be idle in the SDK client's
+    pool (httpx keeps an idle connection 5 s)."""
+
+    FRESH = 4.0
+
+    def __init__(self) -> None:
+        self._at = float("-inf")  # when a connection was last made ahead or used
+        self._busy = False
+
+    def used(self) -> None:
+        """A request is starting: its connection will be in the pool after it."""
+        self._at = time.monotonic()
+
+    async def connect(self, send: Callable[[], Awaitable[bool]]) -> None:
+        """``send()``: make the connection with a request; whether the server answered."""
+        if self._busy or time.monotonic() - self._at < self.FRESH:
+            return
+        self._busy = True
+        try:
+            if await send():
+                self._at = time.monotonic()
+        finally:
+            self._busy = False
+
+
 async def failed(exc: ProviderError) -> AsyncIterator[StreamEvent]:
     """A stream that fails with ``exc`` when iterated (a provider that cannot even start)."""
     raise exc

@@ -43,11 +43,17 @@ def wire_api(model: str, endpoint: Endpoint, config: Config) -> str:
 
 
 def build_compatible(
-    model: str, endpoint: Endpoint, config: Config, *, discover: bool = True
+    model: str,
+    endpoint: Endpoint,
+    config: Config,
+    *,
+    discover: bool = True,
+    connect_path: str | None = None,
 ) -> ModelProvider:
     """A provider at ``endpoint`` speaking the API :func:`wire_api` picks (presets reuse
     this). ``discover``: ask a compatible server for the model's limits (not OpenRouter:
-    its list of every model is large, and its models are in the table)."""
+    its list of every model is large, and its models are in the table). ``connect_path``:
+    what a connection made ahead of a prompt asks (default: the model's description)."""
     from ._openai import OpenAIProvider
     from ._responses import ResponsesProvider
 
@@ -63,6 +69,7 @@ def build_compatible(
         vendor=endpoint.title,
         section=endpoint.family,
         discover_limits=discover,
+        connect_path=connect_path,
     )
 
 

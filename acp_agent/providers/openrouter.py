@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 
 
 def _build(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
-    return build_compatible(model, endpoint, config, discover=False)
+    # ``GET /key`` (the key's own description) opens connections ahead: OpenRouter
+    # describes no single model, and its list of every model is large.
+    return build_compatible(model, endpoint, config, discover=False, connect_path="/key")
 
 
 SPEC = ProviderSpec(

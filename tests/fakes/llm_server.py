@@ -7,11 +7,10 @@ the checks of :mod:`tests.fakes.llm_responses`: a request the real API refuses i
 with its error, and the scripted reply stays queued), ``POST .../messages`` in the Anthropic
 Messages format (the steps and their rendering live in :mod:`tests.fakes.llm_wire`).
 
-What a compatible server says about its models: ``GET .../models`` lists ``models`` (vLLM's
-shape, e.g. ``{"id": "qwen", "max_model_len": 8192}``; 404 while ``None``; a ``Hang`` or an
-``HttpError`` answers as such), ``POST /api/show`` answers from ``ollama`` (Ollama's shape).
-These requests go to ``model_requests``, never take a scripted reply, and are not in
-``requests``.
+What the server says about models and keys (``GET .../models``, ``.../models/<id>``,
+``.../key``, ``POST /api/show``; see :mod:`tests.fakes.llm_models`) goes to
+``model_requests``, never takes a scripted reply, and is not in ``requests``. Each
+request records the ``connection`` it came over.
 
 Tests enqueue one response per expected request and read back what the client sent::
 
@@ -57,6 +56,7 @@ from typing import Any, TypeAlias
 from ..limits import WAIT
 from .api_rules import violation
 from .llm_billing import Bill, Billing, cache_control_error
+from .llm_models import is_model_facts, model_facts
 from .llm_responses import ResponsesState, check
 from .llm_wire import (
     KEEPALIVE,
@@ -179,6 +179,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-case names
     body: Any  # decoded JSON (or the raw bytes if not JSON)
+    connection: int = 0
+    """Which connection it came over (numbered from 1 in the order they were accepted)."""
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the client went away before the response was complete."""
 
@@ -235,6 +237,8 @@ class FakeLLMServer:
         """Answers a request by its content before the queue is asked (``None``: the
         queue answers), e.g. every summary request of a long session."""
         self._arrived = asyncio.Event()
+        self.connections = 0
+        """Connections accepted so far."""
 
     @property
     def url(self) -> str:
@@ -249,11 +253,15 @@ class FakeLLMServer:
     def enqueue(self, *responses: Response) -> None:
         self._queue.extend(responses)
 
-    async def wait_for_requests(self, n: int = 1, timeout: float = WAIT) -> None:
-        """Wait until ``n`` requests have arrived (recorded in ``requests``)."""
+    async def wait_for_requests(
+        self, n: int = 1, timeout: float = WAIT, *, about_models: bool = False
+    ) -> None:
+        """Wait until ``n`` requests have arrived (recorded in ``requests``, or with
+        ``about_models`` in ``model_requests``)."""
+        arrivals = self.model_requests if about_models else self.requests
 
         async def arrived() -> None:
-            while len(self.requests) < n:
+            while len(arrivals) < n:
                 self._arrived.clear()
                 await self._arrived.wait()
 
@@ -286,11 +294,15 @@ class FakeLLMServer:
         task = asyncio.current_task()
         assert task is not None
         self._conns[task] = writer
+        self.connections += 1
+        number = self.connections
         try:
             while (req := await _read_request(reader)) is not None:
+                req.connection = number
                 path = req.path.split("?", 1)[0]
-                if path.endswith(("/models", "/api/show")):
+                if is_model_facts(req.method, path):
                     self.model_requests.append(req)
+                    self._arrived.set()
                     resp: Response | None = self._model_facts(req, path)
                 else:
                     if self.record:
@@ -337,8 +349,8 @@ class FakeLLMServer:
         vendor = "openai" if path.endswith("/chat/completions") else "anthropic"
         if path.endswith("/responses"):
             vendor = "responses"
-        routes = ("/chat/completions", "/messages", "/responses", "/models", "/api/show")
-        if not path.endswith(routes):
+        routes = ("/chat/completions", "/messages", "/responses")
+        if not (path.endswith(routes) or is_model_facts(req.method, path)):
             resp = HttpError(404, {"error": {"message": f"no route {path}"}})
         model = str(req.body.get("model", "")) if isinstance(req.body, dict) else ""
         if isinstance(req.body, dict):
@@ -408,19 +420,12 @@ class FakeLLMServer:
         return anthropic_events(steps, model)
 
     def _model_facts(self, req: RecordedRequest, path: str) -> Response:
-        """A compatible server's word on its models (vLLM's list, Ollama's /api/show)."""
-        if path.endswith("/models"):
-            if self.models is None:
-                return HttpError(404, {"detail": "Not Found"})
-            if not isinstance(self.models, list):
-                return self.models
-            return _Json({"object": "list", "data": [
-                {"object": "model", "created": 0, "owned_by": "vllm", **m} for m in self.models]})
-        name = str(req.body.get("model", "")) if isinstance(req.body, dict) else ""
-        found = self.ollama.get(name) or self.ollama.get(f"{name}:latest")
-        if found is None:
-            return HttpError(404, {"error": f"model '{name}' not found"})
-        return _Json(found)
+        status, body = model_facts(self.models, self.ollama, req.method, path, req.headers,
+                                   req.body)  # fmt: skip
+        if status is None:
+            assert isinstance(body, HttpError | Hang)
+            return body
+        return _Json(body) if status == 200 else HttpError(status, body)
 
     def _burst(self, vendor: str, model: str, burst: Burst) -> bytes:
         key = (vendor, burst.n, burst.text, model, burst.per_event)

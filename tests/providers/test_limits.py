@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -24,6 +25,7 @@ from acp_agent.runtime import Runtime
 
 from ..fakes.llm_server import FakeLLMServer, Finish, Hang, HttpError, Reply, Text, Usage
 from ..harness import AgentProcess
+from ..limits import eventually
 from ..schema_check import SchemaChecker
 from . import collect
 
@@ -214,11 +216,12 @@ async def test_the_configuration_override_always_wins(server: FakeLLMServer) -> 
         await provider.aclose()
 
 
-async def test_the_agent_learns_the_window_before_the_first_turn(
+async def test_the_agent_learns_the_window_when_the_session_opens(
     checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer
 ) -> None:
-    """Through the agent: no request to the server before the first prompt; then the window
-    the client is shown is vLLM's, and ``max_tokens`` fits in it."""
+    """Through the agent: the server is asked once, when the session opens (the connection
+    made ahead of the first prompt), and the first prompt goes over that connection; the
+    window the client is shown is vLLM's, and ``max_tokens`` fits in it."""
     server.models = [{"id": "qwen", "max_model_len": 9000}]
     server.enqueue(Reply([Text("ok"), Usage(100, 1), Finish("stop")]))
     agent = AgentProcess(checker, "--state-dir", state_dir, "--model", "openai:qwen",
@@ -226,8 +229,35 @@ async def test_the_agent_learns_the_window_before_the_first_turn(
     async with agent:
         await agent.initialize()
         sid = await agent.new_session(workspace)
-        assert server.model_requests == []
+        await server.wait_for_requests(1, about_models=True)
+        assert server.requests == []
+        assert (await agent.prompt(sid, "hi"))["stopReason"] == "end_turn"
+        assert agent.updates_of(sid, "usage_update")[-1]["size"] == 9000
+    (asked,) = server.model_requests
+    assert asked.path == "/v1/models"
+    assert server.requests[0].connection == asked.connection
+    assert 0 < server.requests[0].body["max_tokens"] <= 4096
+
+
+async def test_without_connect_ahead_the_first_turn_asks(
+    checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """``connect-ahead = false``: nothing reaches the server before the first prompt, which
+    asks the window first."""
+    server.models = [{"id": "qwen", "max_model_len": 9000}]
+    server.enqueue(Reply([Text("ok"), Usage(100, 1), Finish("stop")]))
+    config = tmp_path / "config.toml"
+    config.write_text(f'[openai]\nbase-url = "{server.openai_url}"\nconnect-ahead = false\n')
+    log = tmp_path / "agent.log"
+    agent = AgentProcess(checker, "--config", str(config), "--state-dir", state_dir,
+                         "--model", "openai:qwen", "--mode", "bypass", "--log-level", "debug",
+                         "--log-file", str(log))  # fmt: skip
+    async with agent:
+        await agent.initialize()
+        sid = await agent.new_session(workspace)
+        await eventually(lambda: log.exists() and "session prepared" in log.read_text(),
+                         "the session prepared")
+        assert server.model_requests == [] and server.connections == 0
         assert (await agent.prompt(sid, "hi"))["stopReason"] == "end_turn"
         assert agent.updates_of(sid, "usage_update")[-1]["size"] == 9000
     assert len(server.model_requests) == 1
-    assert 0 < server.requests[0].body["max_tokens"] <= 4096
