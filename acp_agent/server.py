@@ -6,8 +6,10 @@ Warm-up happens here, not in a registry that happens to be imported early: once 
 the first session response), a worker thread opens the session index and imports what
 ``session/new`` needs; once the first session is open (or a moment later) it imports the
 turn engine, the tools and the configured model's SDK and provider; then the provider
-readies its first request (``Runtime.warm_up``). No other model's SDK is imported; no
-request reaches the model's server before the first prompt. While the thread imports,
+readies its first request (``Runtime.warm_up``), and each session opened has its
+connection to the model's server opened (``connect-ahead``). No other model's SDK is
+imported; a remote model's TLS context is built beside the imports (``providers._tls``).
+While the thread imports,
 the interpreter switches threads every :data:`WARM_SWITCH_INTERVAL` seconds rather than
 5 ms, so the event loop stays responsive.
 
@@ -76,6 +78,11 @@ def warm(config: Config, opened: threading.Event, params: Iterable[type] = ()) -
 
     from .providers import spec
 
+    family = spec(config.provider)
+    if family.remote:  # its SDK client's TLS context, built beside the imports
+        from .providers import _tls
+
+        _tls.start()
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, WARM_SWITCH_INTERVAL))
     try:
@@ -84,7 +91,7 @@ def warm(config: Config, opened: threading.Event, params: Iterable[type] = ()) -
         for type_ in params:
             msgspec.json.Decoder(type_)  # the plan is kept on the type
         opened.wait(WARM_GRACE)
-        for module in (*WARM_MODULES, *spec(config.provider).warm):
+        for module in (*WARM_MODULES, *family.warm):
             importlib.import_module(module)
         from .tools import builtin_tools
 

@@ -52,7 +52,10 @@ async def main():
         await asyncio.sleep(0)
     await agent.rt._warming
     provider = agent.rt._providers[config.model]
+    from acp_agent.providers import _tls
+    shared = provider._client._client._transport._pool._ssl_context
     print(json.dumps({"before": before, "reply": json.loads(reply)["id"],
+                      "tls": shared is _tls.context() and _tls._context.done(),
                       "openai": "openai" in sys.modules, "anthropic": "anthropic" in sys.modules,
                       "client": provider._client is not None}))
 
@@ -92,6 +95,7 @@ async def test_initialize_warms_the_configured_provider_only(
     assert result["reply"] == 1
     assert result[sdk] and not result[other]
     assert result["client"]  # the SDK client is built before any prompt
+    assert result["tls"]  # with the TLS context built beside the imports
     assert server.requests == [] and server.model_requests == []
 
 

@@ -7,7 +7,9 @@ and drained, as the vendors send; or the whole reply in one frame), through the 
               ACP line) as the floor, the two processes prompted in turn
   coalesce    ACP_AGENT_COALESCE_CHUNKS off and on, in turn: updates sent, CPU, deltas/s
   first       time to the first chunk: a prompt 3 s after ``initialize`` (as a person
-              would) against the median warm prompt of the same process (and the same for
+              would) against the median warm prompt of the same process sent right after
+              another, and against a warm prompt sent after the same 3 s pause (a machine
+              that sat idle takes longer to answer, whoever answers) (and the same for
               the minimal relay, which warms nothing up: its first request makes the
               connection and builds httpx2's machinery); a prompt sent at once against
               ``import <sdk>`` alone in a fresh interpreter
@@ -171,6 +173,7 @@ async def bench_first_chunk(b: Bench, runs: int, pause: float = 3.0) -> dict[str
     try:
         for vendor in VENDORS:
             later, warm, at_once, imports, relay_later, relay_warm = [], [], [], [], [], []
+            paused: list[float] = []
             for _ in range(runs):
                 r = b.relay(vendor, port)
                 sid = await b.started(r)
@@ -184,6 +187,8 @@ async def bench_first_chunk(b: Bench, runs: int, pause: float = 3.0) -> dict[str
                 sid = await b.started(a)
                 await asyncio.sleep(pause)
                 later.append((await prompt(a, [sid], 50))[2] * 1000)
+                await asyncio.sleep(pause)  # a warm prompt after the same pause
+                paused.append((await prompt(a, [sid], 50))[2] * 1000)
                 warm.append(b.median([(await prompt(a, [sid], 50))[2] * 1000 for _ in range(3)]))
                 await a.close()
                 a = b.agent(vendor, port)
@@ -196,6 +201,10 @@ async def bench_first_chunk(b: Bench, runs: int, pause: float = 3.0) -> dict[str
             out[f"{key}_after_{pause:g}s_ms"] = b.median(later)
             out[f"{key}_after_{pause:g}s_over_warm"] = b.median(
                 [x / y for x, y in zip(later, warm, strict=True)]
+            )
+            out[f"{key}_warm_after_{pause:g}s_ms"] = b.median(paused)
+            out[f"{key}_after_{pause:g}s_over_warm_after_{pause:g}s"] = b.median(
+                [x / y for x, y in zip(later, paused, strict=True)]
             )
             out[f"{key}_relay_warm_ms"] = b.median(relay_warm)
             out[f"{key}_relay_after_{pause:g}s_ms"] = b.median(relay_later)

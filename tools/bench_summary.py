@@ -84,6 +84,8 @@ def summary(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         key = f"first_chunk_{vendor}"
         row(f"{vendor}: first chunk, prompt 3 s after initialize", f"{key}_after_3s_ms",
             f"{key}_warm_ms", "vs warm prompt; goal <= 2x")  # fmt: skip
+        row(f"{vendor}: the same, against a warm prompt 3 s after the last", f"{key}_after_3s_ms",
+            f"{key}_warm_after_3s_ms", "vs warm prompt after the same pause")  # fmt: skip
         row(f"{vendor}: minimal relay: first chunk 3 s after start", f"{key}_relay_after_3s_ms",
             f"{key}_relay_warm_ms", "vs its warm prompt (no warm-up)")  # fmt: skip
         row(f"{vendor}: first chunk, prompt at once", f"{key}_at_once_ms",

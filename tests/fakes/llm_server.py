@@ -28,7 +28,8 @@ Faults, as the real services produce them: :func:`openai_error`/:func:`anthropic
 (only keep-alives after ``n`` events: SSE comments for OpenAI, ``ping`` events for
 Anthropic), ``Reply(disconnect_after=n)``, :class:`Malformed` events. Stalls are endless:
 they end when the client goes away. A server built on a bound but not yet listening
-socket (``FakeLLMServer(sock=...)``) refuses connections until :meth:`start`.
+socket (``FakeLLMServer(sock=...)``) refuses connections until :meth:`start`;
+``FakeLLMServer(tls=context)`` serves HTTPS with that server context.
 Billing, as the vendors bill (:mod:`tests.fakes.llm_billing`): ``FakeLLMServer(billing=True)``
 counts every request's prompt tokens, prompt caching included (Anthropic's ``cache_control``
 breakpoints, OpenAI's automatic prefix caching per ``prompt_cache_key``), reports them as
@@ -47,6 +48,7 @@ import contextlib
 import dataclasses
 import json
 import socket
+import ssl
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -213,6 +215,7 @@ class FakeLLMServer:
         record: bool = True,
         sock: socket.socket | None = None,
         billing: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.default = default or HttpError(500, {"error": {"message": "no scripted response"}})
         self.billing = Billing() if billing else None
@@ -224,6 +227,7 @@ class FakeLLMServer:
         self.record = record  # keep every request in ``requests`` (off for long benchmarks)
         self.port = sock.getsockname()[1] if sock is not None else port
         self._sock = sock
+        self._tls = tls  # HTTPS with this server context
         self._queue: deque[Response] = deque()
         self._server: asyncio.Server | None = None
         self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
@@ -243,7 +247,7 @@ class FakeLLMServer:
     @property
     def url(self) -> str:
         """Base URL for Anthropic clients (they add ``/v1/messages``)."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self._tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def openai_url(self) -> str:
@@ -269,9 +273,11 @@ class FakeLLMServer:
 
     async def start(self) -> FakeLLMServer:
         if self._sock is not None:  # bound, refusing connections until now
-            self._server = await asyncio.start_server(self._serve, sock=self._sock)
+            self._server = await asyncio.start_server(self._serve, sock=self._sock, ssl=self._tls)
         else:
-            self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+            self._server = await asyncio.start_server(
+                self._serve, "127.0.0.1", self.port, ssl=self._tls
+            )
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
