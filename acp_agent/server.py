@@ -8,7 +8,7 @@ the first session response), a worker thread opens the session index and imports
 turn engine, the tools and the configured model's SDK and provider; then the provider
 readies its first request (``Runtime.warm_up``), and each session opened has its
 connection to the model's server opened (``connect-ahead``). No other model's SDK is
-imported; a remote model's TLS context is built beside the imports (``providers._tls``).
+imported; a remote model's TLS context is built beside the imports (``providers._http``).
 While the thread imports,
 the interpreter switches threads every :data:`WARM_SWITCH_INTERVAL` seconds rather than
 5 ms, so the event loop stays responsive.
@@ -80,9 +80,9 @@ def warm(config: Config, opened: threading.Event, params: Iterable[type] = ()) -
 
     family = spec(config.provider)
     if family.remote:  # its SDK client's TLS context, built beside the imports
-        from .providers import _tls
+        from .providers import _http
 
-        _tls.start()
+        _http.start()
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, WARM_SWITCH_INTERVAL))
     try:

@@ -52,10 +52,10 @@ async def main():
         await asyncio.sleep(0)
     await agent.rt._warming
     provider = agent.rt._providers[config.model]
-    from acp_agent.providers import _tls
+    from acp_agent.providers import _http
     shared = provider._client._client._transport._pool._ssl_context
     print(json.dumps({"before": before, "reply": json.loads(reply)["id"],
-                      "tls": shared is _tls.context() and _tls._context.done(),
+                      "tls": shared is _http.context() and _http._context.done(),
                       "openai": "openai" in sys.modules, "anthropic": "anthropic" in sys.modules,
                       "client": provider._client is not None}))
 

@@ -24,7 +24,7 @@ from ..conversation import (
     UserPart,
 )
 from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
-from . import _tls
+from . import _http
 from ._sdk import (
     REHEARSAL,
     Ahead,
@@ -133,7 +133,7 @@ class AnthropicProvider:
             timeout=anthropic.Timeout(self._timeout, connect=self._connect_timeout),
             max_retries=0,
             default_headers=self._headers,
-            http_client=_tls.http_client(anthropic),
+            http_client=_http.http_client(anthropic),
         )
 
     def prepare(self, rehearse_request: bool = True) -> None:

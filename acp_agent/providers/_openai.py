@@ -28,7 +28,7 @@ from ..conversation import (
     UserPart,
 )
 from ..errors import ProviderAuthError, ProviderError, ProviderStreamError
-from . import _tls
+from . import _http
 from ._limits import DISCOVERY_TIMEOUT, Unanswered, discover, fit_output
 from ._sdk import (
     REHEARSAL,
@@ -146,7 +146,7 @@ class OpenAIProvider:
             timeout=openai.Timeout(self._timeout, connect=self._connect_timeout),
             max_retries=0,
             default_headers=self._headers,
-            http_client=_tls.http_client(openai),
+            http_client=_http.http_client(openai),
         )
 
     #: The rehearsal's answer (see :meth:`prepare`).

@@ -29,6 +29,7 @@ from ..errors import (
     ProviderHTTPError,
     ProviderStreamError,
 )
+from ._http import KEEP_IDLE
 from .base import ModelRequest, StreamEvent
 
 
@@ -209,9 +210,9 @@ class Ahead:
     """A provider's connections made ahead of its prompts (when a session opens, so that
     its first prompt does not wait for a connection): one at a time, and none while one
     made or used in the last :attr:`FRESH` seconds may still be idle in the SDK client's
-    pool (httpx keeps an idle connection 5 s)."""
+    pool (kept :data:`._http.KEEP_IDLE` seconds)."""
 
-    FRESH = 4.0
+    FRESH = KEEP_IDLE - 10.0
 
     def __init__(self) -> None:
         self._at = float("-inf")  # when a connection was last made ahead or used

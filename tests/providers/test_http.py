@@ -1,6 +1,7 @@
-"""The TLS context the SDK clients share (``providers/_tls.py``): built once, beside the
-SDK's import, and verifying as the SDKs' own would: a server whose certificate the trust
-store does not vouch for is refused, and ``SSL_CERT_FILE`` names the trust store."""
+"""The HTTP clients under the SDK clients (``providers/_http.py``): one TLS context, built
+once, beside the SDK's import, and verifying as the SDKs' own would (a server whose
+certificate the trust store does not vouch for is refused, and ``SSL_CERT_FILE`` names
+the trust store); idle connections kept a minute; the SDKs' other defaults."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import trustme
 
 from acp_agent.conversation import TextPart, UserMessage
 from acp_agent.errors import ProviderConnectionError
-from acp_agent.providers import _tls
+from acp_agent.providers import _http
 from acp_agent.providers._anthropic import AnthropicProvider
 from acp_agent.providers._openai import OpenAIProvider
 from acp_agent.providers.base import ModelRequest, TextDelta
@@ -32,7 +33,7 @@ def ca() -> trustme.CA:
 @pytest.fixture
 def fresh_context(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The process's shared context forgotten: the test builds its own."""
-    monkeypatch.setattr(_tls, "_context", None)
+    monkeypatch.setattr(_http, "_context", None)
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     yield
 
@@ -63,14 +64,14 @@ async def test_a_server_the_trust_store_vouches_for_is_reached(
     bundle = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(bundle))
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
-    _tls.start()  # as the warm-up does, before any client
+    _http.start()  # as the warm-up does, before any client
     for provider in _providers(https):
         https.enqueue(Reply([Text("hello"), Finish("stop")]))
         events = await collect(provider.stream(_request()))
         assert [e.text for e in events if isinstance(e, TextDelta)] == ["hello"]
         await provider.aclose()
     assert len(https.requests) == 2
-    shared = _tls.context()
+    shared = _http.context()
     assert shared is not None and shared.cert_store_stats()["x509_ca"] == 1  # only ours
 
 
@@ -88,15 +89,18 @@ async def test_a_server_it_does_not_vouch_for_is_refused(
 
 
 @pytest.mark.usefixtures("fresh_context")
-def test_every_sdk_client_shares_the_one_context() -> None:
+def test_every_sdk_client_shares_the_one_context_and_keeps_idle_connections() -> None:
     import anthropic
     import openai
 
-    first = openai.AsyncOpenAI(api_key="k", http_client=_tls.http_client(openai))
-    second = anthropic.AsyncAnthropic(api_key="k", http_client=_tls.http_client(anthropic))
+    first = openai.AsyncOpenAI(api_key="k", http_client=_http.http_client(openai))
+    second = anthropic.AsyncAnthropic(api_key="k", http_client=_http.http_client(anthropic))
     for client in (first, second):
         transport: Any = client._client._transport  # httpx's pool holds the context
-        assert transport._pool._ssl_context is _tls.context()
+        assert transport._pool._ssl_context is _http.context()
+        assert transport._pool._keepalive_expiry == _http.KEEP_IDLE  # not httpx's 5 s
+        assert transport._pool._max_connections == 1000  # the SDK's other defaults
+        assert client._client.follow_redirects
 
 
 def test_a_context_that_cannot_be_built_leaves_it_to_the_sdk(
@@ -107,6 +111,6 @@ def test_a_context_that_cannot_be_built_leaves_it_to_the_sdk(
     def fail() -> ssl.SSLContext:
         raise ssl.SSLError("no trust store")
 
-    monkeypatch.setattr(_tls, "_context", None)
+    monkeypatch.setattr(_http, "_context", None)
     monkeypatch.setattr("httpcore2.default_ssl_context", fail)
-    assert _tls.context() is None and _tls.http_client(openai) is None
+    assert _http.context() is None and _http.http_client(openai) is None
