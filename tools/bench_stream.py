@@ -12,7 +12,9 @@ and drained, as the vendors send; or the whole reply in one frame), through the 
               that sat idle takes longer to answer, whoever answers) (and the same for
               the minimal relay, which warms nothing up: its first request makes the
               connection and builds httpx2's machinery); a prompt sent at once against
-              ``import <sdk>`` alone in a fresh interpreter
+              ``import <sdk>`` alone in a fresh interpreter, and against the SDK alone
+              streaming one request in a fresh interpreter (import, client, request:
+              the floor of any agent built on the SDK)
   concurrent  50 sessions of one process streaming at once against one session alone,
               in turn: CPU per delta and deltas/s
 
@@ -167,6 +169,52 @@ async def import_seconds(module: str) -> float:
     return float(out)
 
 
+#: The SDK's own floor for a prompt sent at once: a fresh interpreter imports the SDK,
+#: builds a client and streams one request to its first text delta (argv: base URL).
+SDK_FIRST = {
+    "openai": """
+import asyncio, sys, time
+t = time.perf_counter()
+import openai
+async def main():
+    client = openai.AsyncOpenAI(api_key="bench", base_url=sys.argv[1], max_retries=0)
+    stream = await client.chat.completions.create(
+        model="gpt-4.1", messages=[{"role": "user", "content": "go"}], stream=True)
+    async for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            print(time.perf_counter() - t)
+            break
+    await stream.close()
+asyncio.run(main())
+""",
+    "anthropic": """
+import asyncio, sys, time
+t = time.perf_counter()
+import anthropic
+async def main():
+    client = anthropic.AsyncAnthropic(api_key="bench", base_url=sys.argv[1], max_retries=0)
+    stream = await client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=64, stream=True,
+        messages=[{"role": "user", "content": "go"}])
+    async for event in stream:
+        if event.type == "content_block_delta":
+            print(time.perf_counter() - t)
+            break
+    await stream.close()
+asyncio.run(main())
+""",
+}
+
+
+async def sdk_first_seconds(vendor: str, port: int) -> float:
+    url = f"http://127.0.0.1:{port}{VENDORS[vendor][1]}"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", SDK_FIRST[vendor], url, stdout=-1
+    )
+    out, _ = await proc.communicate()
+    return float(out)
+
+
 async def bench_first_chunk(b: Bench, runs: int, pause: float = 3.0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     server, port = await spawn_server(50, "event")
@@ -174,6 +222,7 @@ async def bench_first_chunk(b: Bench, runs: int, pause: float = 3.0) -> dict[str
         for vendor in VENDORS:
             later, warm, at_once, imports, relay_later, relay_warm = [], [], [], [], [], []
             paused: list[float] = []
+            sdk_first: list[float] = []
             for _ in range(runs):
                 r = b.relay(vendor, port)
                 sid = await b.started(r)
@@ -196,6 +245,7 @@ async def bench_first_chunk(b: Bench, runs: int, pause: float = 3.0) -> dict[str
                 at_once.append((await prompt(a, [sid], 50))[2] * 1000)
                 await a.close()
                 imports.append(await import_seconds(vendor) * 1000)
+                sdk_first.append(await sdk_first_seconds(vendor, port) * 1000)
             key = f"first_chunk_{vendor}"
             out[f"{key}_warm_ms"] = b.median(warm)
             out[f"{key}_after_{pause:g}s_ms"] = b.median(later)
@@ -212,6 +262,10 @@ async def bench_first_chunk(b: Bench, runs: int, pause: float = 3.0) -> dict[str
             out[f"{key}_import_{vendor}_ms"] = b.median(imports)
             out[f"{key}_at_once_over_import"] = b.median(
                 [x / y for x, y in zip(at_once, imports, strict=True)]
+            )
+            out[f"{key}_sdk_alone_ms"] = b.median(sdk_first)
+            out[f"{key}_at_once_over_sdk_alone"] = b.median(
+                [x / y for x, y in zip(at_once, sdk_first, strict=True)]
             )
     finally:
         await stop(server)

@@ -90,6 +90,8 @@ def summary(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"{key}_relay_warm_ms", "vs its warm prompt (no warm-up)")  # fmt: skip
         row(f"{vendor}: first chunk, prompt at once", f"{key}_at_once_ms",
             f"{key}_import_{vendor}_ms", f"vs import {vendor}; goal <= 1x")  # fmt: skip
+        row(f"{vendor}: the same, against the SDK alone streaming a request", f"{key}_at_once_ms",
+            f"{key}_sdk_alone_ms", "vs import, client and first request")  # fmt: skip
         for framing in ("event", "body"):
             key = f"stream_{vendor}_{framing}"
             goal = "vs relay; goal <= 1.5x, <= 30 us" if framing == "event" else "vs relay"
