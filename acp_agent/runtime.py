@@ -429,8 +429,9 @@ class Runtime:
         await self.prepare_model(session.model)
         provider = self.provider_for(session.model)
         family = session.model.partition(":")[0]
-        if isinstance(provider, Connects) and self.config.provider_settings(family).connect_ahead:
-            self.background(provider.connect())  # waits on the network: meanwhile, the rest
+        settings = self.config.provider_settings(family)
+        if isinstance(provider, Connects) and settings.connect_ahead and not session.busy:
+            self.background(provider.connect())  # (a turn under way makes its own)
         if session.system_text is None:
             text = await system_prompt(session, configured=self.config.system_prompt)
             self._prebuilt[session] = (text, session.mode, session.model)

@@ -79,10 +79,6 @@ def warm(config: Config, opened: threading.Event, params: Iterable[type] = ()) -
     from .providers import spec
 
     family = spec(config.provider)
-    if family.remote:  # its SDK client's TLS context, built beside the imports
-        from .providers import _http
-
-        _http.start()
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, WARM_SWITCH_INTERVAL))
     try:
@@ -91,6 +87,10 @@ def warm(config: Config, opened: threading.Event, params: Iterable[type] = ()) -
         for type_ in params:
             msgspec.json.Decoder(type_)  # the plan is kept on the type
         opened.wait(WARM_GRACE)
+        if family.remote:  # its SDK client's TLS context, built beside the SDK's import
+            from .providers import _http
+
+            _http.start()
         for module in (*WARM_MODULES, *family.warm):
             importlib.import_module(module)
         from .tools import builtin_tools

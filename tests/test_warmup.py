@@ -176,19 +176,21 @@ def _request() -> Any:
 
 
 async def test_a_session_opened_connects_its_model_ahead_of_the_prompt(
-    checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer
+    checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer, tmp_path: Path
 ) -> None:
     """When a session opens, the model's server gets one small read-only request (the
     model's description), and the first prompt goes over the connection it opened."""
     server.enqueue(Reply([Text("ok"), Finish("stop")]))
+    log = tmp_path / "agent.log"
     agent = AgentProcess(checker, "--state-dir", state_dir, "--model",
                          "anthropic:claude-sonnet-4-5", "--base-url", server.url,
+                         "--log-level", "debug", "--log-file", str(log),
                          env={"ANTHROPIC_API_KEY": "k"})  # fmt: skip
     async with agent:
         await agent.initialize()
         assert server.connections == 0  # initialize alone reaches no server
         sid = await agent.new_session(workspace)
-        await server.wait_for_requests(1, about_models=True)
+        await asyncio.wait_for(_logged(log, "connected ahead"), 60)  # answer read
         assert (await agent.prompt(sid, "hi"))["stopReason"] == "end_turn"
     (asked,) = server.model_requests
     assert (asked.method, asked.path) == ("GET", "/v1/models/claude-sonnet-4-5")

@@ -212,6 +212,8 @@ async def sdk_first_seconds(vendor: str, port: int) -> float:
         sys.executable, "-c", SDK_FIRST[vendor], url, stdout=-1
     )
     out, _ = await proc.communicate()
+    if proc.returncode != 0 or not out.strip():
+        raise RuntimeError(f"the {vendor} SDK alone did not stream (exit {proc.returncode})")
     return float(out)
 
 

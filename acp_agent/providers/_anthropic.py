@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from ..conversation import (
     AssistantMessage,
@@ -32,6 +31,7 @@ from ._sdk import (
     connect_ahead,
     failed,
     parse_tool_arguments,
+    path_segment,
     rehearse,
     relay,
 )
@@ -153,11 +153,7 @@ class AnthropicProvider:
         await self._ahead.connect(self._connect_ahead)
 
     async def _connect_ahead(self) -> bool:
-        try:
-            client = self._ensure_client()
-        except ProviderError:
-            return False  # no key: the first prompt says so
-        return await connect_ahead(client, f"/v1/models/{quote(self.model, safe='')}")
+        return await connect_ahead(self._ensure_client(), f"/v1/models/{path_segment(self.model)}")
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         max_tokens = request.max_tokens or self._default_max_tokens

@@ -15,17 +15,18 @@ otherwise). It is httpcore's default context, as the client would have built it
 **Idle connections.** The SDKs keep an idle connection 5 s (httpx's default), so the
 connection a session opens ahead of its first prompt (``_sdk.Ahead``) was gone by the
 time a person had typed the prompt, and the prompt waited for a new one (TCP and TLS:
-one to three round trips to the vendor). :data:`KEEP_IDLE` keeps it a minute, as Go's
-HTTP client does (90 s) and under the idle timeouts of common NATs and load balancers
-(4-5 min). A connection the server closed meanwhile is never reused: httpcore sees it
-readable (closed) and drops it, and a request that races a closing server fails before
-anything streamed, which the resilient wrapper retries.
+one to three round trips to the vendor). :data:`KEEP_IDLE` keeps it 50 s (Go's HTTP
+client keeps 90 s), under the idle timeouts of common load balancers and NATs (AWS's
+load balancers default to 60 s, NATs to 4-5 min). A connection the server closed
+meanwhile is never reused: httpcore sees it readable (closed) and drops it, and a request
+that races a closing server fails before anything streamed, which the resilient wrapper
+retries.
 """
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import Future
+from threading import Lock, Thread
 from typing import TYPE_CHECKING, Any
 
 from .. import log
@@ -33,26 +34,30 @@ from .. import log
 if TYPE_CHECKING:
     import ssl
 
-KEEP_IDLE = 60.0
+KEEP_IDLE = 50.0
 """Seconds an idle connection stays in an SDK client's pool."""
 
 _context: Future[ssl.SSLContext] | None = None
-_lock = threading.Lock()
+_lock = Lock()
 
 
 def start() -> None:
     """Start building the shared context in a thread of its own (once)."""
     global _context
+    future: Future[ssl.SSLContext] = Future()
     with _lock:
         if _context is not None:
             return
-        _context = Future()
-    threading.Thread(target=_build, args=(_context,), name="tls-context", daemon=True).start()
+        _context = future
+    try:
+        Thread(target=_build, args=(future,), name="tls-context", daemon=True).start()
+    except Exception as exc:  # no thread to be had: never leave a caller waiting
+        future.set_exception(exc)
 
 
 def context() -> ssl.SSLContext | None:
     """The shared context (built now if :func:`start` was not called); ``None`` if it
-    could not be built (each SDK client then builds its own, and says what is wrong)."""
+    could not be built."""
     start()
     assert _context is not None
     try:
@@ -64,24 +69,32 @@ def context() -> ssl.SSLContext | None:
 
 def http_client(sdk: Any) -> Any:
     """An httpx client for an SDK client of ``sdk`` (the ``openai`` or ``anthropic``
-    module): the SDK's defaults, with the shared context and :data:`KEEP_IDLE`;
-    ``None`` (the SDK builds its own) if the context could not be built."""
-    shared = context()
-    if shared is None:
-        return None
+    module): the SDK's defaults, with :data:`KEEP_IDLE` and the shared context (if it
+    could not be built, the client builds its own, and says what is wrong)."""
     default = sdk.DEFAULT_CONNECTION_LIMITS
     limits = type(default)(
         max_connections=default.max_connections,
         max_keepalive_connections=default.max_keepalive_connections,
         keepalive_expiry=KEEP_IDLE,
     )
+    shared = context()
+    if shared is None:
+        return sdk.DefaultAsyncHttpxClient(limits=limits)
     return sdk.DefaultAsyncHttpxClient(verify=shared, limits=limits)
 
 
 def _build(future: Future[ssl.SSLContext]) -> None:
     try:
-        from httpcore2 import default_ssl_context
-
-        future.set_result(default_ssl_context())
+        future.set_result(_default_context())
     except Exception as exc:
         future.set_exception(exc)
+
+
+def _default_context() -> ssl.SSLContext:
+    try:  # what the SDKs' httpx2 builds by default
+        from httpcore2 import default_ssl_context
+    except ImportError:  # an SDK on classic httpx: what that builds
+        import httpx
+
+        return httpx.create_ssl_context()
+    return default_ssl_context()

@@ -14,7 +14,6 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import msgspec
 
@@ -38,6 +37,7 @@ from ._sdk import (
     connect_ahead,
     failed,
     parse_tool_arguments,
+    path_segment,
     rehearse,
     relay,
 )
@@ -102,9 +102,10 @@ class OpenAIProvider:
         self._client: AsyncOpenAI | None = None
         self._discover = discover_limits and not self._official
         self._limits: ServerLimits | None = None
-        self._asked: asyncio.Future[ServerLimits | None] | None = None
+        self._asked: asyncio.Future[tuple[ServerLimits | None, bool]] | None = None
+        self._asked_ahead = False  # the question under way was asked ahead of any turn
         self.discovery_timeout = DISCOVERY_TIMEOUT
-        self._connect_path = connect_path or f"/models/{quote(model, safe='')}"
+        self._connect_path = connect_path or f"/models/{path_segment(model)}"
         self._ahead = Ahead()
         self.origin = Origin(
             vendor,
@@ -173,44 +174,53 @@ class OpenAIProvider:
                 self.REHEARSAL_BODY,
             )
 
-    async def server_limits(self, ahead: bool = False) -> ServerLimits | None:
+    async def server_limits(self) -> ServerLimits | None:
         """The model's limits as a compatible server reports them (asked once; see
-        :mod:`._limits`); from then on ``max_tokens`` stays within what the window leaves.
-        ``ahead``: asked ahead of any turn (:meth:`connect`), so unanswered, it is asked
-        again by the first turn."""
+        :mod:`._limits`); from then on ``max_tokens`` stays within what the window leaves."""
         if not self._discover or self._base_url is None:
             return None
-        if self._asked is None:  # one question however many turns start at once
-            self._asked = asyncio.ensure_future(self._ask(self._base_url, ahead))
-        return await asyncio.shield(self._asked)
+        return (await self._question(ahead=False))[0]
 
-    async def _ask(self, base_url: str, ahead: bool) -> ServerLimits | None:
+    async def _question(self, ahead: bool) -> tuple[ServerLimits | None, bool]:
+        """The limits and whether the server answered: one question however many ask at
+        once. One asked ahead of any turn (:meth:`connect`) that got no answer is
+        forgotten; a turn that was waiting for it asks again, and its own question is
+        kept, answered or not."""
+        assert self._base_url is not None
+        if self._asked is None:
+            self._asked = asyncio.ensure_future(self._ask(self._base_url))
+            self._asked_ahead = ahead
+        asked, asked_ahead = self._asked, self._asked_ahead
+        limits, answered = await asyncio.shield(asked)
+        if not answered and asked_ahead:
+            if self._asked is asked:
+                self._asked = None
+            if not ahead:
+                return await self._question(ahead=False)
+        return limits, answered
+
+    async def _ask(self, base_url: str) -> tuple[ServerLimits | None, bool]:
         try:
             client = self._ensure_client()
         except ProviderError:
-            return None
+            return None, True  # no key: nothing to ask, nothing to ask again
         try:
             self._limits = await discover(client, self.model, base_url, self.discovery_timeout)
         except Unanswered:
-            if ahead:
-                self._asked = None
-            return None
-        return self._limits
+            return None, False
+        return self._limits, True
 
     async def connect(self) -> None:
         """Open the connection the next prompt will use (see :class:`._sdk.Ahead`): a
-        compatible server is asked for the model's limits (the turn then need not), else
-        ``GET {base}/models/{model}`` (``connect_path``: OpenRouter's key description)."""
+        compatible server is asked for the model's limits (the turn then need not; a
+        question under way is joined), else ``GET {base}/models/{model}``
+        (``connect_path``: OpenRouter's key description)."""
         await self._ahead.connect(self._connect_ahead)
 
     async def _connect_ahead(self) -> bool:
-        try:
-            client = self._ensure_client()
-        except ProviderError:
-            return False  # no key: the first prompt says so
-        if self._discover and self._asked is None:
-            await self.server_limits(ahead=True)
-            return self._asked is not None  # answered (else forgotten, to be asked again)
+        client = self._ensure_client()
+        if self._discover and (self._asked is None or not self._asked.done()):
+            return (await self._question(ahead=True))[1]
         return await connect_ahead(client, self._connect_path)
 
     def fit(self, request: ModelRequest) -> ModelRequest:

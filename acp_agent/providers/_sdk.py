@@ -196,9 +196,10 @@ async def connect_ahead(client: Any, path: str, timeout: float = CONNECT_TIMEOUT
     wrong."""
     import asyncio
 
+    options = {"timeout": timeout, "follow_redirects": False}  # keys stay with the host
     try:
         async with asyncio.timeout(timeout):
-            await client.get(path, cast_to=bytes, options={"timeout": timeout})
+            await client.get(path, cast_to=bytes, options=options)
     except Exception as exc:
         answered = getattr(exc, "status_code", None) is not None
         log.debug("connect ahead", path=path, answered=answered, reason=repr(exc))
@@ -223,15 +224,29 @@ class Ahead:
         self._at = time.monotonic()
 
     async def connect(self, send: Callable[[], Awaitable[bool]]) -> None:
-        """``send()``: make the connection with a request; whether the server answered."""
+        """``send()``: make the connection with a request; whether the server answered.
+        Never raises (no key, a client that cannot be built: the first prompt says)."""
         if self._busy or time.monotonic() - self._at < self.FRESH:
             return
         self._busy = True
         try:
-            if await send():
-                self._at = time.monotonic()
+            answered = await send()
+        except Exception as exc:
+            log.debug("no connection ahead", reason=repr(exc))
+            answered = False
         finally:
             self._busy = False
+        if answered:
+            self._at = time.monotonic()
+        log.debug("connected ahead", answered=answered)
+
+
+def path_segment(name: str) -> str:
+    """``name`` as one segment of a URL's path (``/``, ``?``, ``#`` escaped; ``.`` and ``..``
+    too, which would otherwise be resolved as the path's own dots)."""
+    from urllib.parse import quote
+
+    return quote(name, safe="") if name not in (".", "..") else name.replace(".", "%2E")
 
 
 async def failed(exc: ProviderError) -> AsyncIterator[StreamEvent]:

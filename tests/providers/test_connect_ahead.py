@@ -23,7 +23,7 @@ from acp_agent.providers._openai import OpenAIProvider
 from acp_agent.providers._responses import ResponsesProvider
 from acp_agent.providers.base import ModelRequest
 
-from ..fakes.llm_server import FakeLLMServer, Finish, Reply, Text
+from ..fakes.llm_server import FakeLLMServer, Finish, Hang, Reply, Text
 from . import collect
 
 
@@ -97,8 +97,11 @@ async def test_one_at_a_time_and_none_while_a_recent_one_may_be_open(
     await provider.aclose()
 
 
-async def test_a_request_under_way_makes_it_needless(server: FakeLLMServer) -> None:
-    provider = AnthropicProvider("claude-sonnet-4-5", api_key="k", base_url=server.url)
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_request_under_way_makes_it_needless(
+    server: FakeLLMServer, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = _provider(kind, server, monkeypatch)
     server.enqueue(Reply([Text("hi"), Finish("stop")]))
     assert await collect(provider.stream(_request()))
     await provider.connect()
@@ -133,6 +136,24 @@ async def test_a_server_that_did_not_answer_ahead_is_asked_by_the_first_turn() -
         finally:
             await provider.aclose()
             await server.close()
+
+
+async def test_a_turn_that_joined_an_unanswered_question_asks_again(
+    server: FakeLLMServer,
+) -> None:
+    """A turn that started while the question asked ahead was under way waits for it;
+    unanswered, the turn asks again rather than go without the window for good."""
+    server.models = Hang()
+    provider = OpenAIProvider("qwen", base_url=server.openai_url, discover_limits=True)
+    provider.discovery_timeout = 0.2  # the question's own limit: no answer, given up
+    ahead = asyncio.ensure_future(provider.connect())
+    await server.wait_for_requests(1, about_models=True)  # the question under way
+    server.models = [{"id": "qwen", "max_model_len": 9000}]
+    limits = await provider.server_limits()
+    assert limits is not None and limits.context_window == 9000
+    assert len(server.model_requests) == 2
+    await ahead
+    await provider.aclose()
 
 
 async def test_a_refusal_seen_by_a_turn_is_remembered() -> None:

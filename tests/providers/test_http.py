@@ -1,7 +1,7 @@
 """The HTTP clients under the SDK clients (``providers/_http.py``): one TLS context, built
 once, beside the SDK's import, and verifying as the SDKs' own would (a server whose
 certificate the trust store does not vouch for is refused, and ``SSL_CERT_FILE`` names
-the trust store); idle connections kept a minute; the SDKs' other defaults."""
+the trust store); idle connections kept 50 s; the SDKs' other defaults."""
 
 from __future__ import annotations
 
@@ -112,5 +112,21 @@ def test_a_context_that_cannot_be_built_leaves_it_to_the_sdk(
         raise ssl.SSLError("no trust store")
 
     monkeypatch.setattr(_http, "_context", None)
-    monkeypatch.setattr("httpcore2.default_ssl_context", fail)
-    assert _http.context() is None and _http.http_client(openai) is None
+    monkeypatch.setattr(_http, "_default_context", fail)
+    assert _http.context() is None
+    transport: Any = _http.http_client(openai)._transport  # its own context, our limits
+    assert transport._pool._ssl_context is not None
+    assert transport._pool._keepalive_expiry == _http.KEEP_IDLE
+
+
+def test_no_thread_to_be_had_leaves_no_one_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoThread:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(_http, "_context", None)
+    monkeypatch.setattr(_http, "Thread", NoThread)
+    assert _http.context() is None  # at once, not blocked on a build that never starts

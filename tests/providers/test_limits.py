@@ -217,19 +217,22 @@ async def test_the_configuration_override_always_wins(server: FakeLLMServer) -> 
 
 
 async def test_the_agent_learns_the_window_when_the_session_opens(
-    checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer
+    checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer, tmp_path: Path
 ) -> None:
     """Through the agent: the server is asked once, when the session opens (the connection
     made ahead of the first prompt), and the first prompt goes over that connection; the
     window the client is shown is vLLM's, and ``max_tokens`` fits in it."""
     server.models = [{"id": "qwen", "max_model_len": 9000}]
     server.enqueue(Reply([Text("ok"), Usage(100, 1), Finish("stop")]))
+    log = tmp_path / "agent.log"
     agent = AgentProcess(checker, "--state-dir", state_dir, "--model", "openai:qwen",
-                         "--base-url", server.openai_url, "--mode", "bypass")  # fmt: skip
+                         "--base-url", server.openai_url, "--mode", "bypass",
+                         "--log-level", "debug", "--log-file", str(log))  # fmt: skip
     async with agent:
         await agent.initialize()
         sid = await agent.new_session(workspace)
-        await server.wait_for_requests(1, about_models=True)
+        await eventually(lambda: log.exists() and "connected ahead" in log.read_text(),
+                         "the connection made ahead")  # fmt: skip
         assert server.requests == []
         assert (await agent.prompt(sid, "hi"))["stopReason"] == "end_turn"
         assert agent.updates_of(sid, "usage_update")[-1]["size"] == 9000
