@@ -61,14 +61,17 @@ async def discover(
     client: AsyncOpenAI, model: str, base_url: str, timeout: float = DISCOVERY_TIMEOUT
 ) -> ServerLimits | None:
     """The model's limits as the server at ``base_url`` reports them, or ``None``; raises
-    :class:`Unanswered` when the server gave no HTTP answer at all."""
+    :class:`Unanswered` when its list got no HTTP answer at all."""
+    answered = False  # the list was answered (a later Ollama question may still hang)
     try:
         async with asyncio.timeout(timeout):
-            return await _listed(client, model, timeout) or await _ollama(
-                client, model, base_url, timeout
-            )
+            listed = await _listed(client, model, timeout)
+            answered = True
+            return listed or await _ollama(client, model, base_url, timeout)
     except Exception as exc:  # the server does not say; the request itself will tell more
         log.debug("no model limits from the server", model=model, reason=repr(exc))
+        if answered:
+            return None
         raise Unanswered(repr(exc)) from exc
 
 

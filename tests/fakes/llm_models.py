@@ -12,8 +12,9 @@ of these requests takes a scripted reply; they go to ``FakeLLMServer.model_reque
 * ``POST /api/show``: Ollama's model facts, from ``server.ollama``.
 
 A ``Hang`` or an ``HttpError`` in ``server.models`` answers every ``/models`` route as
-such. Answers are ``(status, body)``; a status of ``None`` means "``server.models``
-itself" (the caller renders a ``Hang`` or an ``HttpError``).
+such, and in ``server.ollama`` that model's ``/api/show``. Answers are ``(status,
+body)``; a status of ``None`` means "answer with ``body`` itself" (the caller renders a
+``Hang`` or an ``HttpError``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def is_model_facts(method: str, path: str) -> bool:
 
 
 def model_facts(
-    models: Any, ollama: dict[str, dict[str, Any]], method: str, path: str,
+    models: Any, ollama: dict[str, Any], method: str, path: str,
     headers: dict[str, str], body: Any,
 ) -> Answer:  # fmt: skip
     if path.endswith("/api/show"):
@@ -40,7 +41,7 @@ def model_facts(
         found = ollama.get(name) or ollama.get(f"{name}:latest")
         if found is None:
             return 404, {"error": f"model '{name}' not found"}
-        return 200, found
+        return (200, found) if isinstance(found, dict) else (None, found)
     if path.endswith("/key"):
         key = {"label": "sk-or-v1-fak...", "limit": None, "usage": 0, "is_free_tier": False}
         return 200, {"data": key}

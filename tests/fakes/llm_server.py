@@ -222,7 +222,7 @@ class FakeLLMServer:
         self.requests: list[RecordedRequest] = []
         self.model_requests: list[RecordedRequest] = []  # GET /models, POST /api/show
         self.models: list[dict[str, Any]] | HttpError | Hang | None = None
-        self.ollama: dict[str, dict[str, Any]] = {}  # model name -> /api/show answer
+        self.ollama: dict[str, Any] = {}  # model name -> /api/show answer (or Hang, HttpError)
         self.responses = ResponsesState()
         self.record = record  # keep every request in ``requests`` (off for long benchmarks)
         self.port = sock.getsockname()[1] if sock is not None else port

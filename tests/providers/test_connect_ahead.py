@@ -156,6 +156,20 @@ async def test_a_turn_that_joined_an_unanswered_question_asks_again(
     await provider.aclose()
 
 
+async def test_a_list_answered_is_an_answer_though_the_next_question_hangs(
+    server: FakeLLMServer,
+) -> None:
+    """The server answered (no list: 404) and Ollama's question then got nothing in time:
+    the server was reached, so the first turn does not ask again."""
+    server.ollama = {"qwen": Hang()}
+    provider = OpenAIProvider("qwen", base_url=server.openai_url, discover_limits=True)
+    provider.discovery_timeout = 0.2
+    await provider.connect()
+    assert await provider.server_limits() is None
+    assert [r.path for r in server.model_requests] == ["/v1/models", "/api/show"]
+    await provider.aclose()
+
+
 async def test_a_refusal_seen_by_a_turn_is_remembered() -> None:
     """The turn's own discovery is asked once, answered or not (as before)."""
     with socket.socket() as sock:

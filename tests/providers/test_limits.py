@@ -264,3 +264,4 @@ async def test_without_connect_ahead_the_first_turn_asks(
         assert (await agent.prompt(sid, "hi"))["stopReason"] == "end_turn"
         assert agent.updates_of(sid, "usage_update")[-1]["size"] == 9000
     assert len(server.model_requests) == 1
+    assert "connected ahead" not in log.read_text()  # asked by the turn, not ahead
