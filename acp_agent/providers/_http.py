@@ -70,8 +70,11 @@ def context() -> ssl.SSLContext | None:
 def http_client(sdk: Any) -> Any:
     """An httpx client for an SDK client of ``sdk`` (the ``openai`` or ``anthropic``
     module): the SDK's defaults, with :data:`KEEP_IDLE` and the shared context (if it
-    could not be built, the client builds its own, and says what is wrong)."""
-    default = sdk.DEFAULT_CONNECTION_LIMITS
+    could not be built, the client builds its own, and says what is wrong). ``None``
+    (the SDK's own client) for an SDK that does not name its defaults."""
+    default = getattr(sdk, "DEFAULT_CONNECTION_LIMITS", None)
+    if default is None or not hasattr(sdk, "DefaultAsyncHttpxClient"):
+        return None
     limits = type(default)(
         max_connections=default.max_connections,
         max_keepalive_connections=default.max_keepalive_connections,

@@ -130,3 +130,9 @@ def test_no_thread_to_be_had_leaves_no_one_waiting(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(_http, "_context", None)
     monkeypatch.setattr(_http, "Thread", NoThread)
     assert _http.context() is None  # at once, not blocked on a build that never starts
+
+
+def test_an_sdk_that_does_not_name_its_defaults_builds_its_own() -> None:
+    import types
+
+    assert _http.http_client(types.SimpleNamespace()) is None
