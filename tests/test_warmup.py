@@ -26,6 +26,7 @@ from acp_agent.runtime import Runtime
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text
 from .harness import ROOT, AgentProcess
+from .providers import hello
 from .schema_check import SchemaChecker
 
 #: Drives the agent in process over in-memory pipes: ``initialize``, then waits for the
@@ -114,7 +115,7 @@ async def test_prepare_rehearses_without_reaching_the_server(
     assert provider._client is not None
     assert server.requests == [] and server.model_requests == []
     server.enqueue(Reply([Text("hi"), Finish("stop")]))
-    events = [e async for e in provider.stream(_request())]  # the prepared client works
+    events = [e async for e in provider.stream(hello())]  # the prepared client works
     assert len(server.requests) == 1 and events
     await provider.aclose()
 
@@ -166,13 +167,6 @@ async def test_a_mode_changed_before_the_first_turn_is_in_its_system_prompt(
 async def _logged(log: Path, text: str) -> None:
     while not (log.exists() and text in log.read_text()):
         await asyncio.sleep(0.05)
-
-
-def _request() -> Any:
-    from acp_agent.conversation import TextPart, UserMessage
-    from acp_agent.providers.base import ModelRequest
-
-    return ModelRequest(system="s", messages=[UserMessage([TextPart("hi")])])
 
 
 async def test_a_session_opened_connects_its_model_ahead_of_the_prompt(

@@ -8,8 +8,10 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from acp_agent.conversation import TextPart, UserMessage
 from acp_agent.errors import ProviderError
 from acp_agent.providers.base import (
+    ModelRequest,
     StreamEvent,
     ToolCallDelta,
     ToolCallReady,
@@ -20,6 +22,11 @@ from ..fakes.llm_server import FakeLLMServer
 from ..limits import WAIT
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def hello() -> ModelRequest:
+    """The smallest request: a system prompt and one user message."""
+    return ModelRequest(system="s", messages=[UserMessage([TextPart("hi")])])
 
 
 async def collect(stream: AsyncIterator[StreamEvent]) -> list[StreamEvent]:

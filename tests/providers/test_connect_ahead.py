@@ -16,25 +16,19 @@ import pytest
 import pytest_asyncio
 
 from acp_agent.config import from_mapping
-from acp_agent.conversation import TextPart, UserMessage
 from acp_agent.providers import make_provider
 from acp_agent.providers._anthropic import AnthropicProvider
 from acp_agent.providers._openai import OpenAIProvider
 from acp_agent.providers._responses import ResponsesProvider
-from acp_agent.providers.base import ModelRequest
 
 from ..fakes.llm_server import FakeLLMServer, Finish, Hang, Reply, Text
-from . import collect
+from . import collect, hello
 
 
 @pytest_asyncio.fixture
 async def server() -> AsyncIterator[FakeLLMServer]:
     async with FakeLLMServer() as s:
         yield s
-
-
-def _request() -> ModelRequest:
-    return ModelRequest(system="s", messages=[UserMessage([TextPart("hi")])])
 
 
 def _provider(kind: str, server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -74,7 +68,7 @@ async def test_the_first_request_goes_over_the_connection_made_ahead(
         assert key.removeprefix("Bearer ") == "k"
     assert server.requests == []  # no model request, no scripted reply taken
     server.enqueue(Reply([Text("hi"), Finish("stop")]))
-    assert await collect(provider.stream(_request()))
+    assert await collect(provider.stream(hello()))
     (sent,) = server.requests
     assert sent.connection == asked.connection and server.connections == 1
     if kind == "compatible":  # the window was learned on the way: not asked again
@@ -103,7 +97,7 @@ async def test_a_request_under_way_makes_it_needless(
 ) -> None:
     provider = _provider(kind, server, monkeypatch)
     server.enqueue(Reply([Text("hi"), Finish("stop")]))
-    assert await collect(provider.stream(_request()))
+    assert await collect(provider.stream(hello()))
     await provider.connect()
     assert server.model_requests == [] and server.connections == 1
     await provider.aclose()

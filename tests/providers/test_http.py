@@ -14,15 +14,14 @@ import pytest
 import pytest_asyncio
 import trustme
 
-from acp_agent.conversation import TextPart, UserMessage
 from acp_agent.errors import ProviderConnectionError
 from acp_agent.providers import _http
 from acp_agent.providers._anthropic import AnthropicProvider
 from acp_agent.providers._openai import OpenAIProvider
-from acp_agent.providers.base import ModelRequest, TextDelta
+from acp_agent.providers.base import TextDelta
 
 from ..fakes.llm_server import FakeLLMServer, Finish, Reply, Text
-from . import collect
+from . import collect, hello
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +52,6 @@ def _providers(server: FakeLLMServer) -> list[OpenAIProvider | AnthropicProvider
     ]
 
 
-def _request() -> ModelRequest:
-    return ModelRequest(system="s", messages=[UserMessage([TextPart("hi")])])
-
-
 @pytest.mark.usefixtures("fresh_context")
 async def test_a_server_the_trust_store_vouches_for_is_reached(
     https: FakeLLMServer, ca: trustme.CA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -67,7 +62,7 @@ async def test_a_server_the_trust_store_vouches_for_is_reached(
     _http.start()  # as the warm-up does, before any client
     for provider in _providers(https):
         https.enqueue(Reply([Text("hello"), Finish("stop")]))
-        events = await collect(provider.stream(_request()))
+        events = await collect(provider.stream(hello()))
         assert [e.text for e in events if isinstance(e, TextDelta)] == ["hello"]
         await provider.aclose()
     assert len(https.requests) == 2
@@ -81,7 +76,7 @@ async def test_a_server_it_does_not_vouch_for_is_refused(
 ) -> None:
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)  # the system's trust store
     for provider in _providers(https):
-        events = collect(provider.stream(_request()))
+        events = collect(provider.stream(hello()))
         with pytest.raises(ProviderConnectionError, match=r"(?i)certificate|ssl|tls"):
             await events
         await provider.aclose()
