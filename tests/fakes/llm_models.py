@@ -50,15 +50,19 @@ def model_facts(
     if path.endswith("/models"):
         if models is None:
             return 404, {"detail": "Not Found"}
-        listed = [{"object": "model", "created": 0, "owned_by": "vllm", **m} for m in models]
-        return 200, {"object": "list", "data": listed}
+        return 200, {"object": "list", "data": [_served(m) for m in models]}
     model = unquote(path.rsplit("/models/", 1)[1])
     if isinstance(models, list):
         entry = next((m for m in models if m.get("id") == model), None)
         if entry is None:
             return 404, {"detail": "Not Found"}
-        return 200, {"object": "model", "created": 0, "owned_by": "vllm", **entry}
+        return 200, _served(entry)
     if "anthropic-version" in headers:
         return 200, {"type": "model", "id": model, "display_name": model,
                      "created_at": "2025-09-29T00:00:00Z"}  # fmt: skip
     return 200, {"id": model, "object": "model", "created": 0, "owned_by": "system"}
+
+
+def _served(entry: dict[str, Any]) -> dict[str, Any]:
+    """A compatible server's description of a model it serves (vLLM's shape)."""
+    return {"object": "model", "created": 0, "owned_by": "vllm", **entry}
