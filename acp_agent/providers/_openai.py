@@ -218,7 +218,7 @@ class OpenAIProvider:
         await self._ahead.connect(self._connect_ahead)
 
     async def _connect_ahead(self) -> bool:
-        client = self._ensure_client()
+        client = self._ensure_client()  # no key: raises, and nothing is sent
         if self._discover and (self._asked is None or not self._asked.done()):
             return (await self._question(ahead=True))[1]
         return await connect_ahead(client, self._connect_path)
