@@ -242,20 +242,20 @@ def load_config(args: argparse.Namespace | SimpleNamespace) -> Config:
     """The configuration the flags, the environment and the file give
     (``config.ConfigError`` names what is wrong)."""
     from . import config as config_mod
+    from .providers import check, spec
 
     if args.model:
         _check_model_flag(args.model)
     overrides = _overrides(args)
-    cfg = config_mod.load(args.config, overrides=overrides)
+    cfg = config_mod.load(args.config, overrides=overrides, check=check)
     if args.base_url:
-        from .providers import spec
 
         if not spec(cfg.provider).remote:
             raise config_mod.ConfigError(
                 f"--base-url needs a model served over the network, not {cfg.model!r}"
             )
         overrides[cfg.provider] = {"base-url": args.base_url}
-        cfg = config_mod.load(args.config, overrides=overrides)
+        cfg = config_mod.load(args.config, overrides=overrides, check=check)
     return cfg
 
 
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> None:
     if at is not None:
         from .login import main as login_main
 
-        raise SystemExit(login_main(argv[at], argv[:at] + argv[at + 1 :]))
+        raise SystemExit(login_main(argv[at], argv[:at] + argv[at + 1 :], _agent_flags))
     # argparse (with gettext and shutil) costs ~25 ms of start-up on a small machine:
     # the plain `--flag value` forms editors use are read directly; anything else
     # (--help, --version, a typo, a missing value) goes through argparse.

@@ -8,7 +8,7 @@ here: the file names the environment variable that holds a key (``api_key_env``)
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -95,6 +95,7 @@ class Config(_Section, frozen=True):
 
 
 _NO_SETTINGS = ProviderSettings()
+_FIELDS = frozenset(f.encode_name for f in msgspec.structs.fields(Config))
 
 ENV_VARS: Mapping[str, str] = {
     "ACP_AGENT_MODEL": "model",
@@ -126,13 +127,20 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def from_mapping(raw: Mapping[str, Any], source: str = "config") -> Config:
-    """A validated configuration from the file's structure (kebab-case keys)."""
-    from .providers.registry import FAMILIES
+Check = Callable[["Config", str], None]
+"""A further check of a configuration and where it came from (``providers.registry.check``:
+the model families, their sections and APIs); raises ``ConfigError``."""
 
-    sections = {k: v for k, v in raw.items() if k in FAMILIES}
+
+def from_mapping(
+    raw: Mapping[str, Any], source: str = "config", check: Check | None = None
+) -> Config:
+    """A validated configuration from the file's structure (kebab-case keys). Top-level
+    tables that are not settings of their own are provider sections (``[openai]``); which
+    families exist is the provider registry's to say (``check``)."""
+    sections = {k: v for k, v in raw.items() if k not in _FIELDS and isinstance(v, Mapping)}
     if sections:  # the file's [<family>] sections are the config's `providers`
-        rest = {k: v for k, v in raw.items() if k not in FAMILIES}
+        rest = {k: v for k, v in raw.items() if k not in sections}
         nested = rest.get("providers")
         raw = {**rest, "providers": {**(nested if isinstance(nested, Mapping) else {}), **sections}}
     try:
@@ -140,6 +148,8 @@ def from_mapping(raw: Mapping[str, Any], source: str = "config") -> Config:
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{source}: {_describe(str(exc))}") from None
     validate(config, source)
+    if check is not None:
+        check(config, source)
     return config
 
 
@@ -149,27 +159,7 @@ def _describe(message: str) -> str:
 
 
 def validate(config: Config, source: str = "config") -> None:
-    from .providers.registry import FAMILIES, spec
-
-    for model in (config.model, *config.models):
-        family, _, name = model.partition(":")
-        if family not in FAMILIES:
-            raise ConfigError(
-                f"{source}: `model` must be <family>:<model> with a family among "
-                f"{', '.join(FAMILIES)} (e.g. 'openai:gpt-4.1'), got {model!r}"
-            )
-        if spec(family).needs_model and not name:
-            raise ConfigError(
-                f"{source}: `model` {model!r} names no model; write {family}:<model>"
-            )
-    unknown = sorted(set(config.providers) - set(FAMILIES))
-    if unknown:
-        raise ConfigError(f"{source}: unknown provider section(s) {', '.join(unknown)}")
-    for family, settings in config.providers.items():
-        apis = spec(family).apis
-        if settings.api != "auto" and settings.api not in apis:
-            choice = f"one of auto, {', '.join(apis)}" if apis else "auto (the only one)"
-            raise ConfigError(f"{source}: `{family}.api` must be {choice}, got {settings.api!r}")
+    """The checks that need nothing but the configuration itself."""
     if config.limits.max_turn_requests < 1:
         raise ConfigError(f"{source}: `limits.max-turn-requests` must be at least 1")
     if not 0.1 <= config.limits.compact_at <= 1.0:
@@ -187,6 +177,7 @@ def load(
     path: str | None = None,
     env: Mapping[str, str] = os.environ,
     overrides: Mapping[str, Any] | None = None,
+    check: Check | None = None,
 ) -> Config:
     """Build the configuration. ``path=None`` reads the user config file if it exists;
     ``overrides`` holds command-line values (kebab-case keys, nested dicts)."""
@@ -202,12 +193,12 @@ def load(
             raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{file}: invalid TOML: {exc}") from None
-        from_mapping(data, file)  # report file errors against the file
+        from_mapping(data, file, check)  # report file errors against the file
         merged = data
     env_values = {key: env[name] for name, key in ENV_VARS.items() if env.get(name)}
     if env_values:
-        from_mapping(_merge(merged, env_values), "environment")
+        from_mapping(_merge(merged, env_values), "environment", check)
         merged = _merge(merged, env_values)
     if overrides:
         merged = _merge(merged, overrides)
-    return from_mapping(merged, "command line" if overrides else "config")
+    return from_mapping(merged, "command line" if overrides else "config", check)

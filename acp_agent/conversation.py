@@ -104,3 +104,44 @@ def estimate_tokens(messages: list[Message], system: str = "") -> int:
             else:
                 chars += 400
     return max(1, chars // 4)
+
+
+# --------------------------------------------------------------------------- stubs
+
+
+def stub_text(call: ToolCallPart | None, result: ToolResultMessage) -> str:
+    """What an old tool result becomes when it is removed to make room: what it was and
+    how to get it again (see ``engine.context``, which decides when)."""
+    size = sum(len(p.text) for p in result.parts if isinstance(p, TextPart))
+    what = result.name
+    if call is not None and call.arguments:
+        args = ", ".join(f"{k}={v!r}" for k, v in list(call.arguments.items())[:3])
+        what = f"{result.name}({args[:200]})"
+    return (
+        f"[Earlier result of {what}: {size:,} characters, removed to make room in the "
+        "context. Call the tool again if you need it.]"
+    )
+
+
+def stubbed(result: ToolResultMessage, call: ToolCallPart | None) -> ToolResultMessage:
+    return ToolResultMessage(
+        result.call_id, result.name, [TextPart(stub_text(call, result))], result.is_error
+    )
+
+
+def apply_stubs(history: list[Message], call_ids: set[str]) -> list[Message]:
+    """``history`` with the results of ``call_ids`` replaced by their stubs (a pure
+    transform: the session records it, a load replays it)."""
+    calls = {
+        p.call_id: p
+        for m in history
+        if isinstance(m, AssistantMessage)
+        for p in m.parts
+        if isinstance(p, ToolCallPart)
+    }
+    return [
+        stubbed(m, calls.get(m.call_id))
+        if isinstance(m, ToolResultMessage) and m.call_id in call_ids
+        else m
+        for m in history
+    ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,10 +30,12 @@ if TYPE_CHECKING:
 MAX_KEY = 4096
 
 
-def build_parser(command: str) -> argparse.ArgumentParser:
-    import argparse
+AgentFlags = Callable[["argparse.ArgumentParser"], None]
+"""Adds the agent's own flags to a parser (``cli`` passes its own)."""
 
-    from .cli import _agent_flags
+
+def build_parser(command: str, agent_flags: AgentFlags) -> argparse.ArgumentParser:
+    import argparse
 
     p = argparse.ArgumentParser(
         prog=f"acp-agent {command}",
@@ -62,17 +65,18 @@ def build_parser(command: str) -> argparse.ArgumentParser:
             help="the system keyring (needs the `keyring` package) or a file readable only"
             " by you (default: auto, the keyring when it works)",
         )
-    _agent_flags(p)  # the editor's configured flags come along with its login command
+    agent_flags(p)  # the editor's configured flags come along with its login command
     return p
 
 
-def main(command: str, argv: list[str]) -> int:
+def main(command: str, argv: list[str], agent_flags: AgentFlags) -> int:
     from . import config as config_mod
+    from .providers import check
 
-    args = build_parser(command).parse_args(argv)
+    args = build_parser(command, agent_flags).parse_args(argv)
     overrides = {"model": args.model} if args.model else None
     try:
-        config = config_mod.load(args.config, overrides=overrides)
+        config = config_mod.load(args.config, overrides=overrides, check=check)
     except config_mod.ConfigError as exc:
         return _fail(f"acp-agent: {exc}", 2)
     try:

@@ -3,10 +3,11 @@ stdin closes, and warms what the first prompt will need.
 
 Warm-up happens here, not in a registry that happens to be imported early: once the
 ``initialize`` reply is written (or, for a client that never sends ``initialize``, after
-the first session response), a worker thread opens the session index and imports what
-``session/new`` needs; once the first session is open (or a moment later) it imports the
+the first session response), a worker thread imports the late-loaded handlers
+(``handlers.services``: what ``session/new`` and a turn need) and opens the session
+index; once the first session is open (or a moment later) it imports the
 turn engine, the tools and the configured model's SDK and provider; then the provider
-readies its first request (``Runtime.warm_up``), and each session opened has its
+readies its first request (``handlers.warmup``), and each session opened has its
 connection to the model's server opened (``connect-ahead``). No other model's SDK is
 imported; a remote model's TLS context is built beside the imports (``providers._http``).
 While the thread imports,
@@ -41,49 +42,33 @@ COALESCE_ENV = "ACP_AGENT_COALESCE_CHUNKS"
 WARM_SWITCH_INTERVAL = 0.0005
 WARM_GRACE = 0.1
 
-#: What ``session/new`` needs (imported at once), then what every first prompt needs,
-#: whatever the model (after the first session response, with the model's SDK).
-SESSION_MODULES = (
-    "acp_agent.handlers.lifecycle",  # the handlers (agent.py imports them at the first request)
-    "acp_agent.handlers.catalog",
-    "acp_agent.handlers.options",
-    "acp_agent.handlers.prompting",
-    "acp_agent.handlers.endpoints",
-    "acp_agent.sessions.session",
-    "acp_agent.sessions.store",
-    "acp_agent.sessions.sessionindex",
-    "acp_agent.engine.instructions",
-    "acp_agent.handlers.commands",
-)
-WARM_MODULES = (
-    "acp_agent.engine.turn",
-    "acp_agent.engine.toolcall",
-    "acp_agent.tools",
-    "acp_agent.engine.subagents",
-    "acp_agent.engine.compaction",
-    "acp_agent.engine.context",
-    "acp_agent.engine.childenv",
-    "acp_agent.providers.resilient",
-)
+#: What every first prompt needs besides the late-loaded handlers, whatever the model
+#: (after the first session response, with the model's SDK).
+WARM_MODULES = ("acp_agent.tools",)
 
 
-def warm(config: Config, opened: threading.Event, params: Iterable[type] = ()) -> None:
-    """Import what the first prompt needs (call from a worker thread): what ``session/new``
-    needs and msgspec's decoding plans for ``params`` (the methods' parameter types; built
-    on a type's first decoding otherwise), then, once a session is open (``opened``, set
-    after its response) or after :data:`WARM_GRACE` seconds, the turn engine and the
-    configured model's SDK: an editor's ``session/new`` right after ``initialize`` never
-    shares the processor with them."""
+def warm(
+    config: Config,
+    opened: threading.Event,
+    params: Iterable[type] = (),
+    late: Callable[[], None] = lambda: None,
+) -> None:
+    """Import what the first prompt needs (call from a worker thread): ``late`` (the
+    late-loaded handlers and what they stand on, built, and the session index opened:
+    everything ``session/new`` needs) and msgspec's decoding plans for ``params`` (the
+    methods' parameter types; built on a type's first decoding otherwise), then, once a
+    session is open (``opened``, set after its response) or after :data:`WARM_GRACE`
+    seconds, the configured model's SDK and the tools' schemas: an editor's
+    ``session/new`` right after ``initialize`` never shares the processor with them."""
     import msgspec
 
     from .providers import spec
 
     family = spec(config.provider)
     interval = sys.getswitchinterval()
-    sys.setswitchinterval(min(interval, WARM_SWITCH_INTERVAL))
+    sys.setswitchinterval(WARM_SWITCH_INTERVAL)
     try:
-        for module in SESSION_MODULES:
-            importlib.import_module(module)
+        late()
         for type_ in params:
             msgspec.json.Decoder(type_)  # the plan is kept on the type
         opened.wait(WARM_GRACE)
@@ -171,7 +156,10 @@ def wire(
     for it."""
     if env.get(COALESCE_ENV, "") not in ("", "0"):
         connection.coalesce["session/update"] = ChunkMerger()
-    agent = Agent(config, ClientProxy(connection), lambda: warm(config, agent.rt.opened, params))
+    def imports() -> None:
+        warm(config, agent.warmup.opened, params, lambda: agent.services().sessions.ready_store())
+
+    agent = Agent(config, ClientProxy(connection), imports)
     routes = agent.routes()
     params = [route.params_type for route in routes.values()]
     initialize = routes["initialize"]
@@ -181,7 +169,7 @@ def wire(
         then, initialized = initialized, None
         if then is not None:
             then()
-        agent.rt.warm_up()
+        agent.warmup.start()
 
     async def initialize_then_warm(p: Any) -> Any:
         result = await initialize.handler(p)

@@ -12,7 +12,8 @@ import pytest
 
 from acp_agent.conversation import TextPart, ToolResultMessage, UserMessage
 from acp_agent.engine.permissions import Rules
-from acp_agent.engine.turn import TurnContext, TurnLimits, run_turn
+from acp_agent.engine.turn import run_turn
+from acp_agent.engine.world import TurnContext, TurnLimits
 from acp_agent.errors import ProviderError, ToolError
 from acp_agent.protocol import types as t
 from acp_agent.providers.models import ModelInfo
@@ -119,8 +120,9 @@ class World:
         self.wait = WaitTool()
         self.tools = Toolset([*builtin_tools().tools(), self.wait, BrokenTool()])
         self.retries: list[tuple[str, int, float]] = []
-        self.hook: Gate | None = None
         self.max_requests = max_requests
+        self.info = INFO
+        self.compact_at = 0.85
         self.rules = Rules()
         self.env: dict[str, str] | None = None
 
@@ -128,21 +130,15 @@ class World:
         async def on_retry(exc: ProviderError, attempt: int, delay: float) -> None:
             self.retries.append((exc.message, attempt, delay))
 
-        async def before_request() -> None:
-            if self.hook is not None:
-                self.hook.reached.set()
-                await self.hook.release.wait()
-
         return TurnContext(
             session=self.session,
             client=self.editor,
             provider=Resilient(self.provider, RetryPolicy(max_retries=2, max_delay=0), on_retry),
-            model=INFO,
+            model=self.info,
             tools=self.tools,
             rules=self.rules,
             system="You are a test.",
-            limits=TurnLimits(max_turn_requests=self.max_requests),
-            before_request=before_request,
+            limits=TurnLimits(max_turn_requests=self.max_requests, compact_at=self.compact_at),
             env=self.env,
         )
 

@@ -1,11 +1,16 @@
-"""The shape of the package, checked by its import arrows (ARCHITECTURE.md): module sizes,
-no import-time cycles, the layers' boundaries, and a light path to ``initialize``."""
+"""The shape of the package, checked by its import arrows (ARCHITECTURE.md): the folders
+are the layers, dependencies between them point one way counting every import (module
+level, inside functions, under ``TYPE_CHECKING``), modules of one package form no cycle but
+through imports of types, loading late is decided in a few named places, module sizes,
+a light path to ``initialize``, and the map in ARCHITECTURE.md is the tree."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +31,69 @@ def _modules() -> dict[str, Path]:
 
 MODULES = _modules()
 
+#: The package root holds the process edge and the leaves everything uses; each with why.
+ROOT_MODULES = {
+    "acp_agent": "the package: its version",
+    "acp_agent.__main__": "python -m acp_agent",
+    "acp_agent._version": "the version, read by packaging",
+    "acp_agent.cli": "the process edge: flags, subcommands",
+    "acp_agent.server": "the process edge: stdio, the connection, the warm-up",
+    "acp_agent.login": "the process edge: `acp-agent login/logout`",
+    "acp_agent.config": "a leaf: the configuration every layer reads",
+    "acp_agent.errors": "a leaf: the exception tree and its JSON-RPC codes",
+    "acp_agent.log": "a leaf: structured logging to stderr",
+    "acp_agent.conversation": "a leaf: messages, parts, tool specs (providers, tools, engine, "
+    "sessions all name a message; none depends on another to do so)",
+    "acp_agent.client": "a leaf: the editor as typed calls, the seam tools, engine and "
+    "handlers talk to the editor through",
+}
+
+#: Each layer and the layers it may import (its own always). Read top-down: a package
+#: imports only what is below it in ARCHITECTURE.md's map.
+LEAVES = ("acp_agent", "acp_agent._version", "acp_agent.errors", "acp_agent.log")
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "acp_agent.protocol": (),
+    "acp_agent.conversation": (),
+    "acp_agent.config": (),
+    "acp_agent.rpc": LEAVES,
+    "acp_agent.client": (*LEAVES, "acp_agent.rpc", "acp_agent.protocol"),
+    "acp_agent.providers": (*LEAVES, "acp_agent.conversation", "acp_agent.config"),
+    "acp_agent.tools": (*LEAVES, "acp_agent.conversation", "acp_agent.protocol",
+                        "acp_agent.client", "acp_agent.rpc"),
+    "acp_agent.mcp": (*LEAVES, "acp_agent.tools", "acp_agent.conversation", "acp_agent.protocol",
+                      "acp_agent.client", "acp_agent.rpc"),
+    "acp_agent.sessions": (*LEAVES, "acp_agent.tools", "acp_agent.mcp", "acp_agent.providers",
+                           "acp_agent.conversation", "acp_agent.protocol"),
+    "acp_agent.engine": (*LEAVES, "acp_agent.sessions", "acp_agent.tools", "acp_agent.mcp",
+                         "acp_agent.providers", "acp_agent.client", "acp_agent.conversation",
+                         "acp_agent.protocol", "acp_agent.config"),
+    "acp_agent.handlers": (*LEAVES, "acp_agent.engine", "acp_agent.sessions", "acp_agent.tools",
+                           "acp_agent.mcp", "acp_agent.providers", "acp_agent.client",
+                           "acp_agent.conversation", "acp_agent.protocol", "acp_agent.rpc",
+                           "acp_agent.config"),
+    "acp_agent.human": (*LEAVES, "acp_agent.rpc", "acp_agent.protocol", "acp_agent.config",
+                        "acp_agent.providers"),
+    "acp_agent.prompts": (),
+}  # fmt: skip
+
+#: Imports inside functions of the package's own modules, each decided on purpose: the
+#: process edge loads what a subcommand needs; the method table loads the handlers (the
+#: late-loaded boundary); a provider family's spec loads its implementation (and SDK) when
+#: a provider is built; the terminal front end loads rich and the offline script's checks.
+#: Anywhere else an import inside a function is a hidden dependency.
+LAZY_ALLOWED = {
+    "acp_agent.cli": "*",
+    "acp_agent.login": "*",
+    "acp_agent.server": "*",
+    "acp_agent.handlers.agent": {"acp_agent.handlers.services"},
+    "acp_agent.providers.openai": {"acp_agent.providers._openai",
+                                   "acp_agent.providers._responses"},
+    "acp_agent.providers.anthropic": {"acp_agent.providers._anthropic"},
+    "acp_agent.providers.offline": {"acp_agent.providers._offline"},
+    "acp_agent.human": {"acp_agent.human._rich"},
+    "acp_agent.human.checks": {"acp_agent.providers._offline"},
+}  # fmt: skip
+
 
 def _resolve(module: str, node: ast.ImportFrom) -> list[str]:
     package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
@@ -40,32 +108,60 @@ def _resolve(module: str, node: ast.ImportFrom) -> list[str]:
     return [n for n in names if n in MODULES] or ([target] if target in MODULES else [])
 
 
-def imports(module: str, *, import_time: bool) -> set[str]:
-    """The package modules ``module`` imports: at import time only (top level, not under
-    ``TYPE_CHECKING``), or anywhere (lazy imports included)."""
-    tree = ast.parse(MODULES[module].read_text())
-    found: set[str] = set()
+def edges(module: str) -> Iterator[tuple[str, str]]:
+    """``(kind, imported)`` for every package module ``module`` imports: ``top`` (at import
+    time), ``types`` (under ``TYPE_CHECKING``) or ``lazy`` (inside a function)."""
 
-    def visit(nodes: list[ast.stmt]) -> None:
+    def visit(nodes: list[ast.stmt], kind: str) -> Iterator[tuple[str, str]]:
         for node in nodes:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                continue
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name in MODULES)
-            elif isinstance(node, ast.ImportFrom):
-                found.update(_resolve(module, node))
-            elif not import_time or isinstance(node, ast.If | ast.Try | ast.With):
-                visit([n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt)])
-
-    visit(tree.body)
-    if not import_time:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                found.update(_resolve(module, node))
+                yield from visit(node.body, "types")
+                yield from visit(node.orelse, kind)
             elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name in MODULES)
-    found.discard(module)
-    return found
+                yield from ((kind, a.name) for a in node.names if a.name in MODULES)
+            elif isinstance(node, ast.ImportFrom):
+                yield from ((kind, target) for target in _resolve(module, node))
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield from visit(node.body, "lazy")
+            else:
+                yield from visit([n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt)],
+                                 kind)  # fmt: skip
+
+    tree = ast.parse(MODULES[module].read_text())
+    yield from ((k, m) for k, m in visit(tree.body, "top") if m != module)
+
+
+EDGES = {m: sorted(set(edges(m))) for m in MODULES}
+
+
+def unit(module: str) -> str:
+    """The layer a module belongs to: its package under the root, or itself at the root."""
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and MODULES[module].name == "__init__.py"):
+        return ".".join(parts[:2])
+    return module
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == 1:
+                return [*path[path.index(n):], n]
+            if n not in state and (found := visit(n)):
+                return found
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
 
 
 def test_modules_stay_small() -> None:
@@ -74,77 +170,102 @@ def test_modules_stay_small() -> None:
     assert sizes["acp_agent.handlers.agent"] <= 300
 
 
-def test_no_import_time_cycles() -> None:
-    graph = {m: imports(m, import_time=True) for m in MODULES}
-    state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(m: str) -> None:
-        state[m] = 1
-        path.append(m)
-        for n in sorted(graph[m]):
-            if state.get(n) == 1 and not m.startswith(n + "."):  # a package's own init
-                cycle = [*path[path.index(n):], n]
-                pytest.fail("import cycle: " + " -> ".join(cycle))
-            if n not in state:
-                visit(n)
-        path.pop()
-        state[m] = 2
-
-    for m in sorted(graph):
-        if m not in state:
-            visit(m)
+def test_the_root_holds_the_process_edge_and_the_leaves() -> None:
+    """Everything else lives in the folder of its layer."""
+    at_root = {m for m in MODULES if m.count(".") <= 1 and MODULES[m].parent == PACKAGE}
+    assert at_root == set(ROOT_MODULES)
 
 
-def _under(module: str, prefixes: tuple[str, ...]) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in prefixes)
+def test_every_layer_is_in_the_table() -> None:
+    edge = {"acp_agent.cli", "acp_agent.server", "acp_agent.login", "acp_agent.__main__",
+            *LEAVES}  # fmt: skip
+    assert {unit(m) for m in MODULES} - edge == set(ALLOWED)
 
 
-@pytest.mark.parametrize(("layer", "allowed"), [
-    ("acp_agent.protocol", ("acp_agent.protocol",)),
-    ("acp_agent.conversation", ()),
-    ("acp_agent.rpc", ("acp_agent.rpc", "acp_agent.errors", "acp_agent.log")),
-    ("acp_agent.providers", ("acp_agent.providers", "acp_agent.conversation", "acp_agent.errors",
-                             "acp_agent.log", "acp_agent.config")),
-    ("acp_agent.tools", ("acp_agent.tools", "acp_agent.conversation", "acp_agent.errors",
-                         "acp_agent.log", "acp_agent.protocol", "acp_agent.client",
-                         "acp_agent.rpc")),
-    ("acp_agent.sessions.store", ("acp_agent.sessions.records", "acp_agent.sessions.diskwriter", "acp_agent.sessions.sessionlog",
-                         "acp_agent.protocol", "acp_agent.conversation", "acp_agent.log")),
-    ("acp_agent.sessions.sessionlog", ("acp_agent.sessions.records", "acp_agent.sessions.diskwriter", "acp_agent.sessions.store",
-                              "acp_agent.protocol", "acp_agent.conversation", "acp_agent.log")),
-    ("acp_agent.sessions.records", ("acp_agent.protocol", "acp_agent.conversation", "acp_agent.log")),
-])
-def test_layer_boundaries(layer: str, allowed: tuple[str, ...]) -> None:
-    """Providers know nothing of ACP, tools nothing of providers, the store nothing of
-    either; the wire types and the conversation stand on nothing of ours."""
-    members = [m for m in MODULES if _under(m, (layer,))]
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_a_layer_imports_only_what_is_below_it(layer: str) -> None:
+    """Counting every import: at module level, inside functions, under TYPE_CHECKING."""
+    allowed = {layer, *ALLOWED[layer]}
     crossings = {
-        m: sorted(n for n in imports(m, import_time=False) if not _under(n, allowed))
-        for m in members
+        m: sorted({n for _, n in EDGES[m] if unit(n) not in allowed})
+        for m in MODULES
+        if unit(m) == layer
     }
     assert {m: c for m, c in crossings.items() if c} == {}
 
 
+def test_the_layers_form_no_cycle() -> None:
+    graph: dict[str, set[str]] = {}
+    for m, found in EDGES.items():
+        graph.setdefault(unit(m), set()).update(unit(n) for _, n in found if unit(n) != unit(m))
+    assert _cycle(graph) is None
+
+
+def test_modules_form_no_cycle_but_through_types() -> None:
+    """Imports of types under TYPE_CHECKING may point back (a handler names the services
+    it is given); nothing that runs does."""
+    graph = {m: {n for kind, n in found if kind != "types"} for m, found in EDGES.items()}
+    for m in graph:  # a module importing its own package's __init__ is no cycle
+        graph[m] = {n for n in graph[m] if not m.startswith(n + ".")}
+    assert _cycle(graph) is None
+
+
+def test_loading_late_is_decided_in_named_places() -> None:
+    """Function-level imports of the package's modules only where ``LAZY_ALLOWED`` says
+    (optional heavy dependencies of other packages are each commented where they are)."""
+    stray = {
+        m: sorted(n for kind, n in found if kind == "lazy"
+                  and LAZY_ALLOWED.get(m) != "*" and n not in LAZY_ALLOWED.get(m, ()))
+        for m, found in EDGES.items()
+    }  # fmt: skip
+    assert {m: s for m, s in stray.items() if s} == {}
+
+
 def test_the_way_to_initialize_stays_light() -> None:
-    """Starting the server loads no session machinery, tool, engine or provider code."""
+    """Starting the server loads the method table and what ``initialize`` answers from
+    (the configuration, the provider registry and its specs): no handler past it, no
+    session machinery, engine, tool, MCP or provider implementation."""
     code = (
         "import sys, acp_agent.server, acp_agent.cli\n"
         "print(' '.join(sorted(m for m in sys.modules if m.startswith('acp_agent'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.split()  # fmt: skip
-    heavy = [m for m in out if _under(m, (
-        "acp_agent.sessions.session", "acp_agent.sessions.store", "acp_agent.sessions.sessionlog", "acp_agent.sessions.replay",
-        "acp_agent.sessions.transcript",
-        "acp_agent.engine.turn",
-        "acp_agent.engine.toolcall", "acp_agent.tools", "acp_agent.engine.subagents", "acp_agent.mcp",
-        "acp_agent.handlers.lifecycle", "acp_agent.handlers.catalog", "acp_agent.handlers.prompting", "acp_agent.handlers.options",
-        "acp_agent.handlers.endpoints", "acp_agent.engine.permissions", "acp_agent.conversation",
+    heavy = [m for m in out if unit(m) in (
+        "acp_agent.sessions", "acp_agent.engine", "acp_agent.tools", "acp_agent.mcp",
+        "acp_agent.human",
+    ) or m in (
+        "acp_agent.handlers.services", "acp_agent.handlers.lifecycle",
+        "acp_agent.handlers.prompting", "acp_agent.handlers.turns",
         "acp_agent.providers._openai", "acp_agent.providers._anthropic",
-        "acp_agent.providers._offline", "acp_agent.providers.resilient",
-    ))]
+        "acp_agent.providers._offline",
+    )]  # fmt: skip
     assert heavy == []
+
+
+def test_the_architecture_map_is_the_tree() -> None:
+    """ARCHITECTURE.md's map names every folder and every module in it, and nothing else."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    block = re.search(r"## The tree\n.*?```\n(.*?)```", text, re.S)
+    assert block is not None, "ARCHITECTURE.md has no '## The tree' block"
+    listed: set[str] = set()
+    for line in block.group(1).splitlines():
+        folder, _, rest = line.partition("  ")
+        folder = folder.strip()
+        names = re.findall(r"\b[a-z_][a-z_0-9]*\b", rest.split("|")[0])
+        if folder.endswith("/"):
+            listed.add("acp_agent." + folder.rstrip("/").replace("/", "."))
+            prefix = "acp_agent." + folder.rstrip("/").replace("/", ".") + "."
+        elif folder == "acp_agent":
+            prefix = "acp_agent."
+        else:
+            continue
+        listed.update(prefix + n for n in names)
+    tree = {m for m in MODULES if not m.rpartition(".")[2].startswith("_") or m in (
+        "acp_agent.__main__", "acp_agent._version")} | {  # private modules stay unlisted
+        unit(m) for m in MODULES}
+    tree.discard("acp_agent")
+    assert listed == tree
 
 
 def test_a_preset_is_one_module_and_one_registry_line() -> None:

@@ -9,9 +9,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from acp_agent.conversation import AssistantMessage, TextPart, UserMessage
+from acp_agent.conversation import AssistantMessage, Message, TextPart, UserMessage
 from acp_agent.errors import ProviderHTTPError
 from acp_agent.protocol import types as t
 from acp_agent.providers.base import Finished, TextDelta, ToolCallReady
@@ -141,13 +142,20 @@ class TestCancel:
         assert world.provider.closed == 1
         await world.next_turn_is_accepted()
 
-    async def test_in_the_hook_before_a_request(self, tmp_path: Path) -> None:
-        world = World(tmp_path, text("never"))
-        world.hook = Gate()
-        await cancelled(await run_until(world, world.hook))
-        assert world.provider.requests == []
-        world.hook = None
-        await world.next_turn_is_accepted()
+    async def test_while_compacting_before_a_request(self, tmp_path: Path) -> None:
+        """The engine makes room itself before a request; a cancel there leaves the
+        history as it was and asks the model nothing more."""
+        gate = Gate()
+        world = World(tmp_path, [gate, *text("summary")], *[text("never")])
+        world.info = msgspec.structs.replace(INFO, context_window=2_000)
+        world.compact_at = 0.5
+        earlier: list[Message] = [
+            UserMessage([TextPart("x" * 4_000)]), AssistantMessage([TextPart("ok")])
+        ]
+        world.session.history.extend(earlier)
+        await cancelled(await run_until(world, gate))
+        assert len(world.provider.requests) == 1  # the summary's, never the turn's
+        assert world.session.history == [*earlier, UserMessage([TextPart("go")])]
 
     async def test_while_the_user_is_asked(self, tmp_path: Path) -> None:
         gate = Gate()

@@ -13,13 +13,11 @@ import sys
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from acp_agent.client import ClientProxy
-from acp_agent.config import from_mapping
-from acp_agent.handlers.runtime import Runtime
+from acp_agent.handlers.warmup import Warmup
 from acp_agent.providers._anthropic import AnthropicProvider
 from acp_agent.providers._openai import OpenAIProvider
 from acp_agent.providers._responses import ResponsesProvider
@@ -49,10 +47,10 @@ async def main():
                "params": {"protocolVersion": 1, "clientCapabilities": {}}}
     connection._dispatch(json.dumps(request).encode())
     reply = await replies.readline()
-    while agent.rt._warming is None:
+    while agent.warmup.started is None:
         await asyncio.sleep(0)
-    await agent.rt._warming
-    provider = agent.rt._providers[config.model]
+    await agent.warmup.started
+    provider = agent.models._providers[config.model]
     from acp_agent.providers import _http
     shared = provider._client._client._transport._pool._ssl_context
     print(json.dumps({"before": before, "reply": json.loads(reply)["id"],
@@ -129,19 +127,24 @@ async def test_prepare_without_a_key_leaves_it_to_the_first_prompt() -> None:
 async def test_a_turn_waits_for_the_warm_up_off_the_event_loop(state_dir: str) -> None:
     """While the warm-up thread imports, the loop goes on; a turn starts after it."""
     release = threading.Event()
-    config = from_mapping({"model": "offline", "state-dir": state_dir})
+
     def importing() -> None:
         release.wait(30)
 
-    runtime = Runtime(config, cast(ClientProxy, None), importing)
-    runtime.warm_up()
-    waiting = asyncio.ensure_future(runtime.warmed())
+    prepared = asyncio.Event()
+
+    async def prepare() -> None:
+        prepared.set()
+
+    warmup = Warmup(importing, prepare)
+    warmup.start()
+    waiting = asyncio.ensure_future(warmup.warmed())
     for _ in range(20):  # the loop is free meanwhile
         await asyncio.sleep(0)
-    assert not waiting.done() and runtime._waiting == 1
+    assert not waiting.done() and warmup.waiting == 1 and not prepared.is_set()
     release.set()
     await waiting
-    assert runtime._waiting == 0
+    assert warmup.waiting == 0 and prepared.is_set()
 
 
 async def test_a_mode_changed_before_the_first_turn_is_in_its_system_prompt(

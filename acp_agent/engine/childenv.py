@@ -15,14 +15,14 @@ import os
 from collections.abc import Mapping
 
 from ..config import Config
+from ..providers.credentials import secrets
+from ..providers.registry import FAMILIES, spec
 
 SECRET_SUFFIXES = ("_API_KEY", "_AUTH_TOKEN")
 
 
 def secret_names(config: Config) -> set[str]:
     """The variables that hold the agent's model credentials."""
-    from ..providers.registry import FAMILIES, spec
-
     names: set[str] = set()
     for family in FAMILIES:
         names.update(spec(family).key_envs)
@@ -31,8 +31,6 @@ def secret_names(config: Config) -> set[str]:
 
 
 def child_environ(config: Config, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    from ..providers.credentials import secrets
-
     secret = secret_names(config)
     stored = secrets(environ)
     keep = set(config.keep_env)

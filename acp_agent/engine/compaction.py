@@ -26,14 +26,17 @@ from ..conversation import (
     ToolCallPart,
     ToolResultMessage,
     UserMessage,
+    apply_stubs,
     estimate_tokens,
 )
 from ..errors import ProviderContextError, ProviderError, ProviderStreamError
 from ..protocol import types as t
 from ..providers.base import ModelProvider, ModelRequest, TextDelta, UsageReport
+from .context import MIN_CHARS, context_estimate, prunable
+from .notices import notify, shows_compaction
+from .world import TurnContext, request_of, window
 
 if TYPE_CHECKING:
-    from ..handlers.runtime import Runtime
     from ..providers.models import ModelInfo
     from ..sessions.session import Session
 
@@ -101,8 +104,6 @@ def summary_request(
 def fit(messages: list[Message], budget: int) -> list[Message]:
     """``messages`` made to fit ``budget`` tokens (estimated) for the summary request:
     large tool results become stubs, then the oldest exchanges go (noted)."""
-    from .context import MIN_CHARS, apply_stubs
-
     if estimate_tokens(messages) <= budget:
         return messages
     large = {
@@ -262,45 +263,42 @@ KEEP_SHARE = 0.2
 RETRY_GROWTH = 0.05
 
 
-async def maybe_compact(rt: Runtime, session: Session) -> None:
+async def maybe_compact(ctx: TurnContext) -> None:
     """Before a model request (mid-turn too): compact when the context passes
-    ``limits.compact-at`` of the window, unless a compaction just failed."""
-    from .context import context_estimate
-
-    window = rt.window(session)
+    ``limits.compact_at`` of the window, unless a compaction just failed."""
+    session = ctx.session
+    size = window(ctx)
     used = context_estimate(session)
-    if used < rt.config.limits.compact_at * window or used < session.compact_after:
+    if used < ctx.limits.compact_at * size or used < session.compact_after:
         return
-    await rt.notify(
+    await notify(
+        ctx.client,
         session,
         "info",
         "Compacting the conversation",
-        f"The context is {used / window:.0%} full; older messages are summarised.",
+        f"The context is {used / size:.0%} full; older messages are summarised.",
     )
-    status = await compact_session(rt, session, None, keep_tokens=int(KEEP_SHARE * window))
+    status = await compact_session(ctx, None, keep_tokens=int(KEEP_SHARE * size))
     if status == "failed":  # not again before every request: once it has grown
-        session.compact_after = used + int(RETRY_GROWTH * window)
+        session.compact_after = used + int(RETRY_GROWTH * size)
 
 
-async def compact_session(
-    rt: Runtime, session: Session, instructions: str | None, *, keep_tokens: int
-) -> str:
-    """Compact ``session`` now (``/compact`` keeps nothing; automatic and recovery keep
-    a tail); the status."""
-    from .turn import request_of
-
-    info = rt.model_info_for(session.model)
-    window = rt.window(session)
-    frame = request_of(await rt.turn_context(session))
+async def compact_session(ctx: TurnContext, instructions: str | None, *, keep_tokens: int) -> str:
+    """Compact the turn's session now (``/compact`` keeps nothing; automatic and
+    recovery keep a tail), with the turn's own system prompt, tools and provider; the
+    status."""
+    session, info = ctx.session, ctx.model
+    size = window(ctx)
+    frame = request_of(ctx)
     status = await compact(
         session,
-        rt.provider(session),
+        ctx.provider,
         frame,
-        reported=rt.shows_compaction,
+        reported=shows_compaction(ctx.client),
         instructions=instructions,
         keep_tokens=keep_tokens,
         max_tokens=min(info.max_output_tokens, 8192),
-        window=window,
+        window=size,
         info=info,
     )
     if status == "skipped" and keep_tokens == 0:
@@ -312,28 +310,26 @@ async def compact_session(
     return status
 
 
-async def make_room(rt: Runtime, session: Session, error: ProviderContextError) -> bool:
+async def make_room(ctx: TurnContext, error: ProviderContextError) -> bool:
     """The model said the request does not fit its window: compact (keeping a tail),
     or, if that fails, drop the oldest part of the history. ``False`` when nothing
     could be done. A window the server named is believed from then on."""
-    from .context import context_estimate
-
-    if error.limit and error.limit < rt.window(session):
+    session = ctx.session
+    if error.limit and error.limit < window(ctx):
         session.window_limit = error.limit
-        if context_estimate(session) < rt.config.limits.compact_at * error.limit:
+        if context_estimate(session) < ctx.limits.compact_at * error.limit:
             return True  # it fits: the next request asks for a smaller answer
-    window = rt.window(session)
-    status = await compact_session(rt, session, None, keep_tokens=int(KEEP_SHARE * window))
+    size = window(ctx)
+    status = await compact_session(ctx, None, keep_tokens=int(KEEP_SHARE * size))
     if status == "completed":
         return True
-    return await drop_oldest(rt, session, keep_tokens=int(KEEP_SHARE * window))
+    return await drop_oldest(ctx, keep_tokens=int(KEEP_SHARE * size))
 
 
-async def drop_oldest(rt: Runtime, session: Session, *, keep_tokens: int) -> bool:
+async def drop_oldest(ctx: TurnContext, *, keep_tokens: int) -> bool:
     """The last resort: keep the newest whole exchanges that fit ``keep_tokens``
     (older tool results stubbed first), drop the rest, and say so."""
-    from .context import apply_stubs, prunable
-
+    session = ctx.session
     history = apply_stubs(session.history, set(prunable(session.history)))
     cut = split_point(history, keep_tokens)
     if cut == 0:  # nothing to drop; shorter old results may be enough
@@ -353,7 +349,8 @@ async def drop_oldest(rt: Runtime, session: Session, *, keep_tokens: int) -> boo
     if not kept or not isinstance(kept[0], AssistantMessage):
         new.append(AssistantMessage([TextPart(ACK)]))
     session.replace_history([*new, *kept])
-    await rt.notify(
+    await notify(
+        ctx.client,
         session,
         "warning",
         "Earlier messages dropped",

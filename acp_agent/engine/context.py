@@ -1,7 +1,7 @@
 """Making room in the context before compaction is needed: old, large tool results are
 replaced by a short stub that says what they were and how to get them again.
 
-Before each model request (``Runtime.turn_context``'s hook), when the context passes
+Before each model request (``turn.before_request``), when the context passes
 ``limits.prune-at`` of the window, the newest tool results are kept whole up to
 :data:`KEEP_SHARE` of the window (and at least the newest :data:`KEEP_RECENT`), and every
 older one longer than :data:`MIN_CHARS` becomes a stub. Stubbing happens in one batch and
@@ -16,10 +16,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ..conversation import (
-    AssistantMessage,
     Message,
     TextPart,
-    ToolCallPart,
     ToolResultMessage,
     ToolSpec,
     estimate_tokens,
@@ -34,24 +32,6 @@ KEEP_SHARE = 0.25
 KEEP_RECENT = 2
 #: Results shorter than this are not worth a stub.
 MIN_CHARS = 2_000
-
-
-def stub_text(call: ToolCallPart | None, result: ToolResultMessage) -> str:
-    size = sum(len(p.text) for p in result.parts if isinstance(p, TextPart))
-    what = result.name
-    if call is not None and call.arguments:
-        args = ", ".join(f"{k}={v!r}" for k, v in list(call.arguments.items())[:3])
-        what = f"{result.name}({args[:200]})"
-    return (
-        f"[Earlier result of {what}: {size:,} characters, removed to make room in the "
-        "context. Call the tool again if you need it.]"
-    )
-
-
-def stubbed(result: ToolResultMessage, call: ToolCallPart | None) -> ToolResultMessage:
-    return ToolResultMessage(
-        result.call_id, result.name, [TextPart(stub_text(call, result))], result.is_error
-    )
 
 
 def _size(result: ToolResultMessage) -> int:
@@ -71,23 +51,6 @@ def prunable(history: list[Message], keep_tokens: int = 0) -> list[str]:
         budget -= size
         kept += 1
     return [m.call_id for m in results[: len(results) - kept] if _size(m) >= MIN_CHARS]
-
-
-def apply_stubs(history: list[Message], call_ids: set[str]) -> list[Message]:
-    """``history`` with the results of ``call_ids`` replaced by their stubs."""
-    calls = {
-        p.call_id: p
-        for m in history
-        if isinstance(m, AssistantMessage)
-        for p in m.parts
-        if isinstance(p, ToolCallPart)
-    }
-    return [
-        stubbed(m, calls.get(m.call_id))
-        if isinstance(m, ToolResultMessage) and m.call_id in call_ids
-        else m
-        for m in history
-    ]
 
 
 def frame_tokens(system: str, tools: list[ToolSpec]) -> int:

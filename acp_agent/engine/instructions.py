@@ -14,7 +14,7 @@ request (a stable prefix is what prompt caching pays off on), from:
    :data:`MAX_INSTRUCTIONS_CHARS` with a note.
 
 A later change of mode reaches the model as a short note with the next prompt
-(:func:`mode_note`), and plan mode offers only tools that read (see ``runtime``).
+(:func:`mode_note`), and plan mode offers only tools that read (see ``permissions.offered``).
 """
 
 from __future__ import annotations
@@ -45,14 +45,6 @@ MODE_RULES = {
     ),
     "bypass": "everything runs without asking",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ClientPrompt:
-    """A client's ``systemPrompt``: ``append`` or ``override``, and its text."""
-
-    mode: str
-    text: str
 
 
 @cache

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import msgspec
 
+from .. import log
 from ..protocol import types as t
 
 if TYPE_CHECKING:
@@ -244,8 +245,6 @@ def _locked(path: str) -> Iterator[None]:
 
 def _merge(path: str, key: str, allow: bool) -> None:
     """Add one answer to the file under the project's lock (read, merge, replace)."""
-    from .. import log
-
     try:
         with _locked(path):
             data = _read(path)

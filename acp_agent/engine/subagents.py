@@ -54,7 +54,8 @@ from ..protocol import types as t
 from ..sessions.session import Session, new_session_id
 from ..tools.base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 from .childstream import ChildLog, send_message
-from .turn import TurnContext, run_turn
+from .turn import run_turn
+from .world import TurnContext
 
 #: How deep subagents nest: a child may spawn, a grandchild may not.
 MAX_DEPTH = 2
@@ -113,7 +114,8 @@ class Subagents:
 
     client: Client
     context_for: Callable[[Session, Client], Awaitable[TurnContext]]
-    """Builds a turn's world for a session as seen through a client (``Runtime.turn_context``)."""
+    """Builds a turn's world for a session as seen through a client (given by the
+    handlers: ``turns.Turns.context``)."""
     sessions: Mapping[str, Session]
     """The client's own sessions (where a spawning parent usually lives)."""
     _live: dict[str, _Child] = field(default_factory=dict)

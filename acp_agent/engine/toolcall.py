@@ -24,7 +24,7 @@ from .permissions import ALLOW_ALWAYS, ALLOW_ONCE, decide, permission_options, s
 
 if TYPE_CHECKING:
     from ..sessions.session import Session
-    from .turn import PendingCall, TurnContext
+    from .world import PendingCall, TurnContext
 
 CANCELLED = "Cancelled by the user."
 

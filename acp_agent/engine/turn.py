@@ -4,11 +4,12 @@ prompt -> history -> provider stream -> ``session/update``s; tool calls -> permi
 run -> results back into history -> the next model request, until the model stops
 calling tools, a limit is reached, or the turn is cancelled.
 
-Everything a turn needs arrives in one :class:`TurnContext`, built by the session side
-(``runtime.Runtime.turn_context``): the session, the editor (:class:`Client`), the
-provider (already behind ``providers.resilient``: retries and timeouts are not the
-engine's business), the model's facts, the toolset, the permission rules, the system
-prompt and two hooks. Tool calls are run by :mod:`.toolcall`.
+Everything a turn needs arrives in one :class:`~.world.TurnContext`, built before the
+turn starts (``handlers.turns``) and handed down: the session, the editor, the provider
+(already behind ``providers.resilient``: retries and timeouts are not the engine's
+business), the model's facts, the toolset, the permission rules, the system prompt and
+the limits. Before each request the engine makes room itself (:func:`before_request`:
+stubs, compaction); tool calls are run by :mod:`.toolcall`.
 
 Cancellation is the task's own ``CancelledError``: it unwinds through here (closing the
 HTTP stream, killing tools, abandoning a permission wait) and every level keeps the
@@ -19,9 +20,7 @@ result). Only the prompt handler turns it into the ``cancelled`` stop reason.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from ..conversation import (
     AssistantMessage,
@@ -37,8 +36,6 @@ from ..errors import ProviderContextError, ProviderStreamError
 from ..protocol import types as t
 from ..providers.base import (
     Finished,
-    ModelProvider,
-    ModelRequest,
     ReasoningItem,
     RedactedThinking,
     TextDelta,
@@ -50,69 +47,13 @@ from ..providers.base import (
     UsageReport,
 )
 from ..providers.models import ModelInfo
-from .context import context_estimate
-from .permissions import offered
+from ..sessions.session import Session
+from .compaction import make_room, maybe_compact
+from .context import prune
+from .instructions import mode_note
 from .streamargs import LiveCall
-
-if TYPE_CHECKING:
-    from ..client import Client
-    from ..sessions.session import Session
-    from ..tools.base import Toolset
-    from .permissions import Rules
-
-THINKING_LEVELS = ("off", "low", "medium", "high")
-#: The least an answer is given, however full the context (then the window decides).
-MIN_ANSWER_TOKENS = 1_024
-
-Notify = Callable[[str, str, "str | None"], Awaitable[None]]
-"""``(severity, title, description)``: an advisory for the user (see ``Runtime.notify``)."""
-
-
-def _by_the_user() -> str | None:
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class TurnLimits:
-    max_turn_requests: int = 50
-    prompt_cache: bool = True
-    """Ask the provider to cache the prompt's prefix (keyed by the session's id)."""
-
-
-@dataclass(slots=True)
-class TurnContext:
-    """One turn's world. Subagents get their own (their session, their view of the
-    editor), built by the same factory."""
-
-    session: Session
-    client: Client
-    provider: ModelProvider
-    model: ModelInfo
-    tools: Toolset
-    rules: Rules
-    system: str
-    limits: TurnLimits = field(default_factory=TurnLimits)
-    notify: Notify | None = None
-    before_request: Callable[[], Awaitable[None]] | None = None
-    """Runs before every model request (compaction when the context is full)."""
-    env: Mapping[str, str] | None = None
-    """The environment of the commands tools start (the agent's, without its secrets)."""
-    make_room: Callable[[ProviderContextError], Awaitable[bool]] | None = None
-    """The request did not fit the window: compact, or drop the oldest messages;
-    ``False`` when nothing could be done (see ``compaction.make_room``)."""
-    interrupted_by: Callable[[], str | None] = _by_the_user
-    """While the turn unwinds from a cancellation: why, when it was not the user (the turn
-    ran out of time), for the tool calls and the history it leaves behind."""
-
-
-@dataclass(slots=True)
-class PendingCall:
-    """A tool call the model made; ``error`` when its arguments were not valid JSON;
-    ``tool_call_id`` when the client was shown it while the answer streamed."""
-
-    part: ToolCallPart
-    error: str | None = None
-    tool_call_id: str | None = None
+from .toolcall import CANCELLED, abandon, run_tools, tool_context
+from .world import PendingCall, TurnContext, request_of, window
 
 
 @dataclass(slots=True)
@@ -122,21 +63,29 @@ class StepResult:
     usage: UsageReport | None
 
 
+async def before_request(ctx: TurnContext) -> None:
+    """Before every model request of a turn (mid-turn too): tell the model of a mode
+    change, stub old large results past ``prune_at``, compact past ``compact_at``."""
+    session = ctx.session
+    note = mode_note(session)  # the mode changed since the model was told
+    if note is not None:
+        session.add_message(UserMessage([TextPart(note)]))
+    prune(session, window(ctx), ctx.limits.prune_at)
+    await maybe_compact(ctx)
+
+
 async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
     """Run one turn; returns the stop reason and the turn's token usage."""
-    from .toolcall import abandon, run_tools
-
     session = ctx.session
     session.add_message(user)
     totals = t.Usage(total_tokens=0, input_tokens=0, output_tokens=0)
     made_room = False
     for _ in range(ctx.limits.max_turn_requests):
-        if ctx.before_request is not None:
-            await ctx.before_request()
+        await before_request(ctx)
         try:
             step = await model_step(ctx)
         except ProviderContextError as exc:  # make room (once) and ask again
-            if made_room or ctx.make_room is None or not await ctx.make_room(exc):
+            if made_room or not await make_room(ctx, exc):
                 # what cannot fit must not stay: the prompt leaves the context, like a refusal
                 start = next((i for i, m in enumerate(session.history) if m is user), None)
                 if start is not None:
@@ -165,27 +114,6 @@ async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
             return "end_turn", totals
         await run_tools(ctx, step.calls)
     return "max_turn_requests", totals
-
-
-def request_of(ctx: TurnContext) -> ModelRequest:
-    session = ctx.session
-    thinking = session.thinking if session.thinking in THINKING_LEVELS else "off"
-    if not ctx.model.supports_thinking:
-        thinking = "off"  # never sent to a model that rejects it
-    mode = session.root.mode
-    # the answer's room counts against the window too: never ask for more than is left
-    window = ctx.model.context_window
-    if session.window_limit:  # learned during this turn, maybe
-        window = min(window, session.window_limit)
-    room = window - context_estimate(session) * 6 // 5 - 256  # the estimate is rough
-    return ModelRequest(
-        system=ctx.system,
-        messages=list(session.history),
-        tools=[t.spec for t in ctx.tools.tools() if offered(mode, t.kind, t.spec.name)],
-        thinking=thinking,  # type: ignore[arg-type]
-        max_tokens=max(MIN_ANSWER_TOKENS, min(ctx.model.max_output_tokens, room)),
-        cache_key=session.id if ctx.limits.prompt_cache else None,
-    )
 
 
 async def model_step(ctx: TurnContext) -> StepResult:
@@ -235,8 +163,6 @@ async def _close_unrun(ctx: TurnContext, builder: _AssistantBuilder, why: str | 
     """The answer broke off: its tool calls will never run, yet each needs a result (the
     APIs reject a history with an unanswered call), and each the client was shown needs
     its final update."""
-    from .toolcall import CANCELLED, abandon
-
     builder.commit()
     why = why or CANCELLED
     await abandon(ctx, builder.calls, why)
@@ -351,8 +277,6 @@ class _AssistantBuilder:
     async def tool_started(self, ev: ToolCallStarted, ctx: TurnContext) -> None:
         """The model began a call: the client sees it now, pending, while its arguments
         stream (``toolcall.run_tool`` completes the same entry)."""
-        from .toolcall import tool_context
-
         if ev.call_id in self.announced:
             return
         call_id = self.announced[ev.call_id] = self._session.new_tool_call_id()

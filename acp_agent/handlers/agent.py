@@ -13,6 +13,7 @@ notifications are ignored.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -22,34 +23,23 @@ from ..config import Config
 from ..errors import InvalidRequest
 from ..protocol import UNSET
 from ..protocol import types as t
+from ..providers.pool import Models
 from ..rpc.connection import Route
 from . import auth
-from .runtime import Runtime
+from .warmup import Warmup
 
 if TYPE_CHECKING:
-    from . import catalog, endpoints, lifecycle, options, prompting
+    from . import services
+    from .services import Services
 
 PROTOCOL_VERSION = 1
-_HANDLERS = ("catalog", "endpoints", "lifecycle", "options", "prompting")
-
-
-def _import_handlers() -> None:
-    """The modules the routes call, bound by the first request that needs one (the
-    warm-up, ``server.SESSION_MODULES``, has usually imported them by then), not on the
-    way to ``initialize``: about 1.5 ms of a ~50 ms start."""
-    import importlib
-
-    names = globals()
-    for name in _HANDLERS:
-        names[name] = importlib.import_module(f"{__package__}.{name}")
-
 
 P = TypeVar("P")
 R = TypeVar("R")
 
 
-Handler = Callable[[], Callable[[Runtime, P], Awaitable[R]]]
-"""A route's handler, named when first called (its module is imported late)."""
+Handler = Callable[[], Callable[["Services", P], Awaitable[R]]]
+"""A route's handler, named when first called (its module is loaded late)."""
 
 
 def optional(params: type[P]) -> type[P | None]:
@@ -61,36 +51,55 @@ class Agent:
     def __init__(
         self, config: Config, client: ClientProxy, warm: Callable[[], None] | None = None
     ) -> None:
-        self.rt = Runtime(config, client, warm)
+        self.client = client
+        self.models = Models(config)
+        self.warmup = Warmup(warm, self._after_warm_imports)
         self.initialized = False
-        self.auth = auth.StatusFeed(self.rt)
+        self.auth = auth.StatusFeed(self.models, client)
+        self._services: Services | None = None
+        self._lock = threading.Lock()
 
     @property
     def config(self) -> Config:
-        return self.rt.config
+        return self.models.config
+
+    def services(self) -> Services:
+        """Everything past ``initialize``: built by the first request that needs it, or
+        by the warm-up thread, whichever comes first."""
+        if self._services is None:
+            with self._lock:
+                if self._services is None:
+                    global services
+                    from . import services  # the late-loaded boundary (see its docstring)
+
+                    self._services = services.Services.build(
+                        self.models, self.client, self.warmup
+                    )
+        return self._services
+
+    async def _after_warm_imports(self) -> None:
+        """The warm-up's last step: the configured model's provider readied."""
+        await self.models.prepare(self.config.model, rehearse=not self.warmup.waiting)
 
     def routes(self) -> dict[str, Route[Any]]:
-        rt = self.rt
-
         def bound(handler: Handler[P, R]) -> Callable[[P], Awaitable[R]]:
             """The handler ``handler()`` names, once ``initialize`` is done."""
 
             async def call(p: P) -> R:
                 self.require_initialized()
-                if "prompting" not in globals():
-                    _import_handlers()
-                return await handler()(rt, p)
+                sv = self.services()
+                return await handler()(sv, p)
 
             return call
 
         def guarded(handler: Handler[P, R]) -> Callable[[P], Awaitable[R]]:
-            """``handler``, refusing a subagent's session; no check before the first spawn."""
+            """``handler``, refusing a subagent's session."""
             call = bound(handler)
 
             async def checked(p: P) -> R:
-                if rt.has_subagents:
-                    return await rt.subagents.guard(call)(p)  # type: ignore[type-var]
-                return await call(p)
+                self.require_initialized()
+                guard = self.services().turns.subagents.guard
+                return await guard(call)(p)  # type: ignore[type-var]
 
             return checked
 
@@ -111,43 +120,62 @@ class Agent:
             "logout": Route(optional(t.LogoutRequest), telling(lambda: auth.logout)),
             "auth/status": Route(optional(t.AuthStatusRequest), self.auth_status),
             "providers/list": Route(
-                optional(t.ListProvidersRequest), bound(lambda: endpoints.list_providers)
+                optional(t.ListProvidersRequest), bound(lambda: services.endpoints.list_providers)
             ),
-            "providers/set": Route(t.SetProviderRequest, telling(lambda: endpoints.set_provider)),
+            "providers/set": Route(
+                t.SetProviderRequest, telling(lambda: services.endpoints.set_provider)
+            ),
             "providers/disable": Route(
-                t.DisableProviderRequest, telling(lambda: endpoints.disable_provider)
+                t.DisableProviderRequest, telling(lambda: services.endpoints.disable_provider)
             ),
-            "session/new": Route(t.NewSessionRequest, bound(lambda: lifecycle.new_session)),
-            "session/load": Route(t.LoadSessionRequest, guarded(lambda: lifecycle.load_session)),
+            "session/new": Route(
+                t.NewSessionRequest, bound(lambda: services.lifecycle.new_session)
+            ),
+            "session/load": Route(
+                t.LoadSessionRequest, guarded(lambda: services.lifecycle.load_session)
+            ),
             "session/resume": Route(
-                t.ResumeSessionRequest, guarded(lambda: lifecycle.resume_session)
+                t.ResumeSessionRequest, guarded(lambda: services.lifecycle.resume_session)
             ),
-            "session/fork": Route(t.ForkSessionRequest, guarded(lambda: lifecycle.fork_session)),
+            "session/fork": Route(
+                t.ForkSessionRequest, guarded(lambda: services.lifecycle.fork_session)
+            ),
             "session/list": Route(
-                optional(t.ListSessionsRequest), bound(lambda: catalog.list_sessions)
+                optional(t.ListSessionsRequest), bound(lambda: services.catalog.list_sessions)
             ),
             "session/delete": Route(
-                t.DeleteSessionRequest, guarded(lambda: lifecycle.delete_session)
+                t.DeleteSessionRequest, guarded(lambda: services.lifecycle.delete_session)
             ),
-            "session/close": Route(t.CloseSessionRequest, guarded(lambda: lifecycle.close_session)),
+            "session/close": Route(
+                t.CloseSessionRequest, guarded(lambda: services.lifecycle.close_session)
+            ),
             # a subagent's session is unknown to these (-32002), not refused (-32602)
-            "session/set_title": Route(t.SetSessionTitleRequest, bound(lambda: catalog.set_title)),
-            "session/status": Route(t.SessionStatusRequest, bound(lambda: catalog.session_status)),
+            "session/set_title": Route(
+                t.SetSessionTitleRequest, bound(lambda: services.catalog.set_title)
+            ),
+            "session/status": Route(
+                t.SessionStatusRequest, bound(lambda: services.catalog.session_status)
+            ),
             "session/archive": Route(
-                t.ArchiveSessionRequest, bound(lambda: catalog.archive_session)
+                t.ArchiveSessionRequest, bound(lambda: services.catalog.archive_session)
             ),
             "session/unarchive": Route(
-                t.UnarchiveSessionRequest, bound(lambda: catalog.unarchive_session)
+                t.UnarchiveSessionRequest, bound(lambda: services.catalog.unarchive_session)
             ),
             "session/prompt": Route(
                 t.PromptRequest,
-                guarded(lambda: prompting.prompt),
-                on_cancel=lambda p, task: prompting.cancel_prompt(rt, p, task),
+                guarded(lambda: services.prompting.prompt),
+                on_cancel=lambda p, task: services.prompting.cancel_prompt(
+                    self.services(), p, task
+                ),
             ),
             "session/cancel": Route(t.CancelNotification, self.cancel, notification=True),
-            "session/set_mode": Route(t.SetSessionModeRequest, guarded(lambda: options.set_mode)),
+            "session/set_mode": Route(
+                t.SetSessionModeRequest, guarded(lambda: services.options.set_mode)
+            ),
             "session/set_config_option": Route(
-                t.SetSessionConfigOptionRequestAny, guarded(lambda: options.set_config_option)
+                t.SetSessionConfigOptionRequestAny,
+                guarded(lambda: services.options.set_config_option),
             ),
             "mcp/message": Route(t.MessageMcpNotification, self.mcp_message, notification=True),
         }
@@ -162,8 +190,8 @@ class Agent:
     async def initialize(self, p: t.InitializeRequest) -> t.InitializeResponse:
         self.initialized = True  # before any await: requests sent right after it pass
         if p.client_capabilities is not UNSET:
-            self.rt.client.capabilities = p.client_capabilities
-        info = self.rt.model_info_for(self.config.model)
+            self.client.capabilities = p.client_capabilities
+        info = self.models.model_info_for(self.config.model)
         return t.InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=t.AgentCapabilities(
@@ -193,7 +221,7 @@ class Agent:
                 ),
                 providers=t.ProvidersCapabilities(),
             ),
-            auth_methods=auth.auth_methods(self.config, self.rt.client.capabilities),
+            auth_methods=auth.auth_methods(self.config, self.client.capabilities),
             agent_info=t.Implementation(name="acp-agent", title="acp-agent", version=__version__),
         )
 
@@ -209,22 +237,26 @@ class Agent:
         return self.auth.answer()
 
     async def cancel(self, p: t.CancelNotification) -> None:
-        if not self.initialized:
-            return  # a notification: ignored, never answered
-        session = self.rt.sessions.get(p.session_id)
+        if not self.initialized or self._services is None:
+            return  # a notification: ignored, never answered; no session open yet
+        sv = self._services
+        session = sv.sessions.get(p.session_id)
         if session is not None:  # unknown or idle sessions: nothing to do
             session.cancel()
-        elif self.rt.has_subagents:
-            self.rt.subagents.cancel(p.session_id)  # a child: it and its descendants only
+        else:
+            sv.turns.subagents.cancel(p.session_id)  # a child: it and its descendants only
 
     async def mcp_message(self, p: t.MessageMcpNotification) -> None:
         """From an editor-provided MCP server (``"type": "acp"``), about one of our requests."""
-        from ..mcp import deliver
-
-        deliver(p)
+        if self._services is not None:  # no session, no server to answer
+            services.deliver(p)
 
     def cancel_all(self) -> None:
-        self.rt.cancel_all()
+        if self._services is not None:
+            self._services.cancel_all()
 
     async def shutdown(self) -> None:
-        await self.rt.shutdown()
+        if self._services is not None:
+            await self._services.shutdown()
+        else:
+            await self.models.aclose()

@@ -28,13 +28,17 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from .. import log
+from ..client import ClientProxy
 from ..config import Config
 from ..errors import AuthRequired, InternalError, InvalidParams
 from ..protocol import UNSET
 from ..protocol import types as t
+from ..providers import credentials
+from ..providers.pool import Models
+from ..providers.registry import FAMILIES, HEADERS, STORED, key_source, missing_key, spec
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .services import Services
 
 AUTH_METHOD_ID = "api-key"
 TERMINAL_METHOD_ID = "login"
@@ -53,8 +57,6 @@ def auth_methods(config: Config, capabilities: t.ClientCapabilities) -> list[t.A
 
 def auth_method(config: Config) -> t.AuthMethodAgent:
     """The method, its description telling the client which key the model needs."""
-    from ..providers import missing_key, spec
-
     family = spec(config.provider)
     if not family.key_envs:
         description = f"No key needed: {config.model} runs without one."
@@ -73,8 +75,6 @@ def auth_method(config: Config) -> t.AuthMethodAgent:
 
 
 def terminal_method(config: Config) -> t.AuthMethodTerminal:
-    from ..providers import spec
-
     family = spec(config.provider)
     whose = f"your {family.title}" if family.key_envs else "a provider's"
     return t.AuthMethodTerminal(
@@ -87,8 +87,6 @@ def terminal_method(config: Config) -> t.AuthMethodTerminal:
 
 
 def require_key(config: Config) -> None:
-    from ..providers import missing_key
-
     needed = missing_key(config)
     if needed is not None:
         raise AuthRequired(
@@ -111,23 +109,19 @@ def authenticate(config: Config, p: t.AuthenticateRequest) -> t.AuthenticateResp
     return t.AuthenticateResponse()
 
 
-async def logout(rt: Runtime, p: t.LogoutRequest | None = None) -> t.LogoutResponse:
-    from ..providers.credentials import CredentialsError, remove
-
+async def logout(sv: Services, p: t.LogoutRequest | None = None) -> t.LogoutResponse:
     try:
-        removed = await asyncio.to_thread(remove)
-    except CredentialsError as exc:
+        removed = await asyncio.to_thread(credentials.remove)
+    except credentials.CredentialsError as exc:
         raise InternalError(f"Cannot forget the stored keys: {exc}") from None
     for family in removed:
-        rt.reroute(family)
+        sv.models.reroute(family)
     log.info("logged out: stored keys forgotten", providers=removed)
     return t.LogoutResponse()
 
 
 def status(config: Config, disabled: Collection[str] = ()) -> t.AuthStatusResponse:
     """The configured model's state; one account per usable provider with a credential."""
-    from ..providers.registry import FAMILIES, key_source, missing_key
-
     sources = {f: key_source(config, f) for f in FAMILIES if f not in disabled}
     accounts = [
         t.AuthAccount(label=_label(family, source), active=family == config.provider)
@@ -145,8 +139,6 @@ def status(config: Config, disabled: Collection[str] = ()) -> t.AuthStatusRespon
 
 def _label(family: str, source: str) -> str:
     """Where a provider's credential comes from, for people (never the credential)."""
-    from ..providers.registry import HEADERS, STORED, spec
-
     title = spec(family).title
     if source == HEADERS:
         return f"{title}: credentials in its endpoint's headers"
@@ -156,22 +148,23 @@ def _label(family: str, source: str) -> str:
 class StatusFeed:
     """``auth/status`` answers and the ``auth/status_update``s that follow them."""
 
-    def __init__(self, rt: Runtime) -> None:
-        self._rt = rt
+    def __init__(self, models: Models, client: ClientProxy) -> None:
+        self._models = models
+        self._client = client
         self._told: t.AuthStatusResponse | None = None
 
     def answer(self) -> t.AuthStatusResponse:
-        self._told = status(self._rt.config, self._rt.disabled)
+        self._told = status(self._models.config, self._models.disabled)
         return self._told
 
     async def refresh(self) -> None:
         """Tell a client that asked what changed since (nothing to one that never did)."""
         if self._told is None:
             return
-        now = status(self._rt.config, self._rt.disabled)
+        now = status(self._models.config, self._models.disabled)
         if now != self._told:
             self._told = now
-            await self._rt.client.notify(
+            await self._client.notify(
                 "auth/status_update",
                 t.AuthStatusUpdateNotification(state=now.state, accounts=now.accounts),
             )

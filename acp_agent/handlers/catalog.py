@@ -11,7 +11,7 @@ session another agent process has open is refused (-32600): that process owns it
 * A client's title is normalised (:func:`normalized_title`); once set, the agent never
   names the session itself (the flag is kept in the log, so also after a reload).
 * ``session/status`` has no side effects: ``"open"`` when the session is in
-  ``Runtime.sessions``, ``"saved"`` when only its log exists; nothing is opened, read,
+  ``Services.sessions``, ``"saved"`` when only its log exists; nothing is opened, read,
   written or indexed.
 * Archiving an open session first closes it exactly as ``session/close`` does
   (``lifecycle.release``: its running turn ends ``cancelled``). An archived session
@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, cast
 from ..errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
 from ..protocol import UNSET
 from ..protocol import types as t
+from ..sessions.records import Archived, ClientTitle, now_iso
 from .lifecycle import check_path, release
 
 if TYPE_CHECKING:
     from ..sessions.records import Archived, ClientTitle
     from ..sessions.session import Session
     from ..sessions.store import ArchiveFilter
-    from .runtime import Runtime
+    from .services import Services
 
 
 TITLE_LIMIT = 200
@@ -47,7 +48,7 @@ TITLE_LIMIT = 200
 _CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)], " ")
 
 
-async def list_sessions(rt: Runtime, p: t.ListSessionsRequest | None) -> t.ListSessionsResponse:
+async def list_sessions(sv: Services, p: t.ListSessionsRequest | None) -> t.ListSessionsResponse:
     p = p or t.ListSessionsRequest()
     cwd = p.cwd if isinstance(p.cwd, str) else None
     if cwd is not None:
@@ -63,7 +64,7 @@ async def list_sessions(rt: Runtime, p: t.ListSessionsRequest | None) -> t.ListS
     cursor = p.cursor if isinstance(p.cursor, str) else None
     try:
         metas, next_cursor = await asyncio.to_thread(
-            rt.store.page, cwd and os.path.normpath(cwd), cursor, archived=archived
+            sv.sessions.store.page, cwd and os.path.normpath(cwd), cursor, archived=archived
         )
     except ValueError:
         raise InvalidParams("Invalid params: unknown cursor - at `$.cursor`") from None
@@ -96,63 +97,57 @@ def normalized_title(title: str) -> str:
     return text
 
 
-async def set_title(rt: Runtime, p: t.SetSessionTitleRequest) -> t.SetSessionTitleResponse:
-    from ..sessions.records import ClientTitle, now_iso
-
+async def set_title(sv: Services, p: t.SetSessionTitleRequest) -> t.SetSessionTitleResponse:
     title, at = normalized_title(p.title), now_iso()
-    session = await _record(rt, p.session_id, ClientTitle(title=title, at=at))
+    session = await _record(sv, p.session_id, ClientTitle(title=title, at=at))
     if session is not None:
         session.title, session.titled_by_client = title, True
-        await rt.client.session_update(
+        await sv.client.session_update(
             session.id, t.SessionInfoUpdate(title=title, updated_at=at)
         )  # the log holds it already (as the ClientTitle record)
     return t.SetSessionTitleResponse(title=title)
 
 
-async def session_status(rt: Runtime, p: t.SessionStatusRequest) -> t.SessionStatusResponse:
-    if p.session_id in rt.sessions:
+async def session_status(sv: Services, p: t.SessionStatusRequest) -> t.SessionStatusResponse:
+    if p.session_id in sv.sessions:
         return t.SessionStatusResponse(status="open")
-    if await asyncio.to_thread(rt.store.exists, p.session_id):
+    if await asyncio.to_thread(sv.sessions.store.exists, p.session_id):
         return t.SessionStatusResponse(status="saved")
     raise SessionNotFound(p.session_id)
 
 
-async def archive_session(rt: Runtime, p: t.ArchiveSessionRequest) -> t.ArchiveSessionResponse:
-    from ..sessions.records import Archived, now_iso
-
-    session = rt.sessions.get(p.session_id)
+async def archive_session(sv: Services, p: t.ArchiveSessionRequest) -> t.ArchiveSessionResponse:
+    session = sv.sessions.get(p.session_id)
     if session is not None and not session.read_only:
-        await release(rt, session)  # as session/close: cancelled, answered, freed
+        await release(sv, session)  # as session/close: cancelled, answered, freed
     try:
-        await _record(rt, p.session_id, Archived(archived=True, at=now_iso()))
+        await _record(sv, p.session_id, Archived(archived=True, at=now_iso()))
     except SessionNotFound:
         if session is None or session.read_only:
             raise  # else a session never stored: closed, nothing to keep
     if session is not None and session.read_only:
-        await release(rt, session)  # only a view of a log that was let go meanwhile
+        await release(sv, session)  # only a view of a log that was let go meanwhile
     return t.ArchiveSessionResponse()
 
 
 async def unarchive_session(
-    rt: Runtime, p: t.UnarchiveSessionRequest
+    sv: Services, p: t.UnarchiveSessionRequest
 ) -> t.UnarchiveSessionResponse:
-    from ..sessions.records import Archived, now_iso
-
-    await _record(rt, p.session_id, Archived(archived=False, at=now_iso()))
+    await _record(sv, p.session_id, Archived(archived=False, at=now_iso()))
     return t.UnarchiveSessionResponse()
 
 
-async def _record(rt: Runtime, session_id: str, record: ClientTitle | Archived) -> Session | None:
+async def _record(sv: Services, session_id: str, record: ClientTitle | Archived) -> Session | None:
     """Store ``record`` for good (its log, meta file and index entry); the session, if
     it is open here."""
-    session = rt.sessions.get(session_id)
+    session = sv.sessions.get(session_id)
     if session is not None and not session.read_only:
         if session.log is not None:
             session.log.amend(record)
             await session.log.durable()
         return session
     try:
-        await asyncio.to_thread(rt.store.amend, session_id, record)
+        await asyncio.to_thread(sv.sessions.store.amend, session_id, record)
     except FileNotFoundError:
         raise SessionNotFound(session_id) from None
     except BlockingIOError:

@@ -21,12 +21,16 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ..engine.compaction import compact_session
+from ..engine.permissions import MODE_IDS
+from ..mcp import PromptError
 from ..protocol import UNSET
 from ..protocol import types as t
+from ..sessions.session import PromptCommand, Session
+from .options import switch_mode, switch_model
 
 if TYPE_CHECKING:
-    from ..sessions.session import Session
-    from .runtime import Runtime
+    from .services import Services
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
@@ -40,7 +44,9 @@ BUILTINS: list[tuple[str, str, str | None]] = [
 ]
 
 
-class PromptCommand:
+class CommandFile:
+    """A prompt command from a markdown file (a ``sessions.session.PromptCommand``)."""
+
     __slots__ = ("body", "description", "hint", "name", "source")
 
     def __init__(self, name: str, description: str, hint: str | None, body: str, source: str):
@@ -90,9 +96,9 @@ def command_dirs(cwd: str, env: Mapping[str, str] = os.environ) -> list[str]:
     ]
 
 
-def load_prompt_commands(cwd: str, env: Mapping[str, str] = os.environ) -> dict[str, PromptCommand]:
+def load_prompt_commands(cwd: str, env: Mapping[str, str] = os.environ) -> dict[str, CommandFile]:
     builtin = {name for name, _, _ in BUILTINS}
-    found: dict[str, PromptCommand] = {}
+    found: dict[str, CommandFile] = {}
     for directory in command_dirs(cwd, env):
         try:
             names = sorted(os.listdir(directory))
@@ -112,7 +118,7 @@ def load_prompt_commands(cwd: str, env: Mapping[str, str] = os.environ) -> dict[
             first_line = next((ln.strip() for ln in body.splitlines() if ln.strip()), stem)
             description = meta.get("description") or first_line[:80]
             hint = meta.get("argument-hint") or ("arguments" if "$ARGUMENTS" in body else None)
-            found[stem] = PromptCommand(stem, description, hint, body.strip(), path)
+            found[stem] = CommandFile(stem, description, hint, body.strip(), path)
     return found
 
 
@@ -140,13 +146,10 @@ def available_commands(
 
 
 async def dispatch(
-    rt: Runtime, session: Session, blocks: list[t.ContentBlock]
+    sv: Services, session: Session, blocks: list[t.ContentBlock]
 ) -> t.PromptResponse | list[t.ContentBlock]:
     """Handle a leading ``/command``: a built-in answers by itself (a response) or changes
     what the model sees; a prompt command expands. Other prompts pass as they are."""
-    from ..engine.permissions import MODE_IDS
-    from .options import switch_mode, switch_model
-
     first = blocks[0] if blocks else None
     invocation = parse_invocation(first.text.strip()) if isinstance(first, t.TextContent) else None
     if invocation is None:
@@ -163,30 +166,27 @@ async def dispatch(
             if target not in MODE_IDS:
                 await session.say(f"Unknown mode `{target}`: one of {', '.join(MODE_IDS)}.")
                 return done
-            await switch_mode(rt, session, target)
+            await switch_mode(sv, session, target)
         if name == "plan" and rest:
             return [t.TextContent(text=f"Plan this task (plan mode: read-only): {rest}"), *tail]
         await session.say(f"Mode: **{session.mode}**.")
         return done
     if name == "model":
         if rest:
-            if rest not in rt.models:
-                await session.say(f"Unknown model `{rest}`: one of {', '.join(rt.models)}.")
+            if rest not in sv.models.choices:
+                await session.say(f"Unknown model `{rest}`: one of {', '.join(sv.models.choices)}.")
                 return done
-            await switch_model(rt, session, rest)
-        await session.say(f"Model: **{session.model}** (available: {', '.join(rt.models)}).")
+            await switch_model(sv, session, rest)
+        choices = ", ".join(sv.models.choices)
+        await session.say(f"Model: **{session.model}** (available: {choices}).")
         return done
     if name == "compact":
-        from ..engine.compaction import compact_session
-
-        await compact_session(rt, session, rest or None, keep_tokens=0)
+        await compact_session(await sv.turns.context(session), rest or None, keep_tokens=0)
         return done
     command = session.prompt_commands.get(name)
     if command is not None:
         return [t.TextContent(text=command.expand(rest)), *tail]
     if session.mcp is not None and any(p.name == name for p in session.mcp.prompts()):
-        from ..mcp import PromptError
-
         try:
             return [*await session.mcp.get_prompt(name, rest), *tail]
         except PromptError as exc:

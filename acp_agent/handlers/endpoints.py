@@ -29,38 +29,37 @@ import msgspec
 from .. import log
 from ..errors import InvalidParams
 from ..protocol import types as t
+from ..providers.registry import FAMILIES, base_url, spec
 
 if TYPE_CHECKING:
     from ..providers import ProviderSpec
-    from .runtime import Runtime
+    from .services import Services
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 MAX_URL = 2048
 
 
-async def list_providers(rt: Runtime, p: t.ListProvidersRequest | None) -> t.ListProvidersResponse:
-    from ..providers.registry import base_url, spec
-
+async def list_providers(sv: Services, p: t.ListProvidersRequest | None) -> t.ListProvidersResponse:
     out = []
     for family in _listed():
         s = spec(family)
         current = None
-        if family not in rt.disabled:
-            url = base_url(rt.config, family) or s.sdk_base_url or ""
+        if family not in sv.models.disabled:
+            url = base_url(sv.config, family) or s.sdk_base_url or ""
             current = t.ProviderCurrentConfig(api_type=s.protocol, base_url=_masked(url))
         out.append(
             t.ProviderInfo(
                 provider_id=family,
                 supported=[s.protocol],
-                required=family == rt.config.provider,
+                required=family == sv.config.provider,
                 current=current,
             )
         )
     return t.ListProvidersResponse(providers=out)
 
 
-async def set_provider(rt: Runtime, p: t.SetProviderRequest) -> t.SetProviderResponse:
+async def set_provider(sv: Services, p: t.SetProviderRequest) -> t.SetProviderResponse:
     s = _configurable(p.provider_id)
     if p.api_type != s.protocol:
         raise InvalidParams(
@@ -77,44 +76,36 @@ async def set_provider(rt: Runtime, p: t.SetProviderRequest) -> t.SetProviderRes
                 f"Invalid params: the value of header {name!r} contains a line break or a"
                 " control character - at `$.headers`"
             )
-    config = rt.config
     settings = msgspec.structs.replace(
-        config.provider_settings(s.name), base_url=p.base_url, headers=headers
+        sv.config.provider_settings(s.name), base_url=p.base_url, headers=headers
     )
-    rt.config = msgspec.structs.replace(config, providers={**config.providers, s.name: settings})
-    rt.disabled.discard(s.name)
-    rt.reroute(s.name)
+    sv.models.set_endpoint(s.name, settings)
     log.info("provider routed by the client", provider=s.name, base_url=_masked(p.base_url),
              headers=sorted(headers))  # names only  # fmt: skip
     return t.SetProviderResponse()
 
 
 async def disable_provider(
-    rt: Runtime, p: t.DisableProviderRequest
+    sv: Services, p: t.DisableProviderRequest
 ) -> t.DisableProviderResponse:
     if p.provider_id not in _listed():
         return t.DisableProviderResponse()  # unknown: nothing to disable
-    if p.provider_id == rt.config.provider:
+    if p.provider_id == sv.config.provider:
         raise InvalidParams(
             f"Invalid params: {p.provider_id!r} is required: it serves the configured model"
-            f" {rt.config.model} - at `$.providerId`"
+            f" {sv.config.model} - at `$.providerId`"
         )
-    rt.disabled.add(p.provider_id)
-    rt.reroute(p.provider_id)
+    sv.models.disable(p.provider_id)
     log.info("provider disabled by the client", provider=p.provider_id)
     return t.DisableProviderResponse()
 
 
 def _listed() -> list[str]:
     """The families ``providers/*`` know: those served over the network."""
-    from ..providers.registry import FAMILIES, spec
-
     return [f for f in FAMILIES if spec(f).remote]
 
 
 def _configurable(provider_id: str) -> ProviderSpec:
-    from ..providers.registry import spec
-
     listed = _listed()
     if provider_id not in listed:
         raise InvalidParams(

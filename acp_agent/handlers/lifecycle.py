@@ -1,10 +1,11 @@
 """Session lifecycle: ``session/new``, ``load``, ``resume``, ``fork``, ``close`` and
 ``delete`` (listing, titles, status and archiving are :mod:`.catalog`'s).
 
-Sessions live in ``Runtime.sessions`` while open in this process and in the store for
-good: load/resume/fork bring a stored one back (``replay.restore``), close releases it,
-delete removes it from the disk. A session whose log another process owns is opened
-read-only (replayable, not promptable) until that process lets it go (:func:`take_over`).
+Sessions live in ``Services.sessions`` (``sessions.registry``) while open in this
+process and in the store for good: load/resume/fork bring a stored one back
+(``replay.restore``), close releases it, delete removes it from the disk. A session whose
+log another process owns is opened read-only (replayable, not promptable) until that
+process lets it go (:func:`take_over`).
 After each response the client is told the session's commands, pending notices and
 usage (:func:`announce`), and MCP servers start in the background (:func:`attach`).
 """
@@ -19,74 +20,74 @@ from typing import TYPE_CHECKING, Any
 from .. import log
 from ..engine.permissions import MODE_IDS
 from ..errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
+from ..mcp import McpHub
 from ..protocol import UnsetType
 from ..protocol import types as t
+from ..sessions.records import Archived, Header, Roots, bulk, now_iso
+from ..sessions.replay import restore, scan
+from ..sessions.session import ClientPrompt, Session, new_session_id
+from ..sessions.transcript import Pair, Uses, load_batches
 from .auth import require_key
+from .commands import load_prompt_commands, session_commands
 from .options import config_options, modes
 
 if TYPE_CHECKING:
-    from ..engine.instructions import ClientPrompt
     from ..sessions.records import Record
     from ..sessions.replay import State
-    from ..sessions.session import Session
+    from ..sessions.session import ClientPrompt, Session
     from ..sessions.store import Snapshot
     from ..sessions.transcript import Uses
-    from .runtime import Runtime
+    from .services import Services
 
     Reading = tuple[Snapshot, Uses]
     """A log to replay: its snapshot, and what a first pass over it learned."""
 
-async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionResponse:
-    from ..sessions.session import Session, new_session_id
-
-    require_key(rt.config)
+async def new_session(sv: Services, p: t.NewSessionRequest) -> t.NewSessionResponse:
+    require_key(sv.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
     session = Session(
         id=new_session_id(),
         cwd=cwd,
-        emit_fn=rt.client.session_update,
-        mode=rt.config.default_mode,
-        model=rt.config.model,
-        thinking=rt.config.thinking,
+        emit_fn=sv.client.session_update,
+        mode=sv.config.default_mode,
+        model=sv.config.model,
+        thinking=sv.config.thinking,
         additional_directories=directories,
     )
-    await _store_new(rt, session)
+    await _store_new(sv, session)
     if prompt is not None:
         session.set_client_prompt(prompt)
-    await _opened(rt, session, p.mcp_servers)
+    await _opened(sv, session, p.mcp_servers)
     return t.NewSessionResponse(
-        session_id=session.id, modes=modes(session), config_options=config_options(rt, session)
+        session_id=session.id, modes=modes(session), config_options=config_options(sv, session)
     )
 
 
-async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
-    require_key(rt.config)
+async def load_session(sv: Services, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
+    require_key(sv.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
-    session, reading = await _open(rt, p.session_id, cwd, directories, read=True)
+    session, reading = await _open(sv, p.session_id, cwd, directories, read=True)
     try:
         if prompt is not None:
             session.set_client_prompt(prompt)
-        await _register(rt, session, p.mcp_servers)
+        await _register(sv, session, p.mcp_servers)
         if reading is not None:
-            await _replay(rt, session, reading)  # the whole history, then the response
+            await _replay(sv, session, reading)  # the whole history, then the response
     finally:
         if reading is not None:
             reading[0].close()
-    _announce_later(rt, session)
-    return t.LoadSessionResponse(modes=modes(session), config_options=config_options(rt, session))
+    _announce_later(sv, session)
+    return t.LoadSessionResponse(modes=modes(session), config_options=config_options(sv, session))
 
 
-async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
+async def _replay(sv: Services, session: Session, reading: Reading) -> None:
     """Stream the log's transcript (and its subagents') to the client: read and
     materialized in a worker thread a batch at a time (a second pass over the snapshot),
     the next batch while this one is sent."""
-    from ..sessions.records import bulk
-    from ..sessions.transcript import Pair, load_batches
-
     snapshot, uses = reading
-    caps = rt.client.capabilities
+    caps = sv.client.capabilities
     batches = load_batches(
         session.id, snapshot.records(), caps, uses.children, live=session.read_only, uses=uses
     )
@@ -102,7 +103,7 @@ async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
             ahead = loop.run_in_executor(None, read)
             children = {sid for sid, _ in batch if sid != session.id}
             if children:  # shown as subagents: restricted sessions, like live ones
-                rt.subagents.shown(children)
+                sv.turns.subagents.shown(children)
             for sid, update in batch:  # subagents' under their ids; already in the log
                 await session.emit_fn(sid, update)
     finally:
@@ -110,79 +111,73 @@ async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
             await asyncio.wait([ahead])
 
 
-async def resume_session(rt: Runtime, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
-    require_key(rt.config)
+async def resume_session(sv: Services, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
+    require_key(sv.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
-    session, _ = await _open(rt, p.session_id, cwd, directories, read=False)
+    session, _ = await _open(sv, p.session_id, cwd, directories, read=False)
     if prompt is not None:
         session.set_client_prompt(prompt)
-    await _opened(rt, session, p.mcp_servers)
+    await _opened(sv, session, p.mcp_servers)
     return t.ResumeSessionResponse(
-        modes=modes(session), config_options=config_options(rt, session)
+        modes=modes(session), config_options=config_options(sv, session)
     )
 
 
-async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionResponse:
-    from ..sessions.records import Archived, Header, Roots
-    from ..sessions.replay import restore
-    from ..sessions.session import new_session_id
-
-    require_key(rt.config)
+async def fork_session(sv: Services, p: t.ForkSessionRequest) -> t.ForkSessionResponse:
+    require_key(sv.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
-    source = rt.sessions.get(p.session_id)
+    source = sv.sessions.get(p.session_id)
     if source is not None:
         source.flush()
     try:
-        records = await asyncio.to_thread(rt.store.read, p.session_id)
+        records = await asyncio.to_thread(sv.sessions.store.read, p.session_id)
     except FileNotFoundError:
         raise SessionNotFound(p.session_id) from None
     except OSError as exc:
         raise InternalError(f"Cannot read session {p.session_id}: {exc.strerror}") from None
     body = [r for r in records if not isinstance(r, Header | Roots | Archived)]  # a new one
-    session = _restored(rt, new_session_id(), restore(body), cwd, directories)
-    await _store_new(rt, session, body, forked_from=p.session_id)
+    session = _restored(sv, new_session_id(), restore(body), cwd, directories)
+    await _store_new(sv, session, body, forked_from=p.session_id)
     if prompt is not None:
         session.set_client_prompt(prompt)
-    await _opened(rt, session, p.mcp_servers)
+    await _opened(sv, session, p.mcp_servers)
     return t.ForkSessionResponse(
-        session_id=session.id, modes=modes(session), config_options=config_options(rt, session)
+        session_id=session.id, modes=modes(session), config_options=config_options(sv, session)
     )
 
 
-async def close_session(rt: Runtime, p: t.CloseSessionRequest) -> t.CloseSessionResponse:
-    await release(rt, rt.session(p.session_id))
+async def close_session(sv: Services, p: t.CloseSessionRequest) -> t.CloseSessionResponse:
+    await release(sv, sv.sessions.require(p.session_id))
     return t.CloseSessionResponse()
 
 
-async def delete_session(rt: Runtime, p: t.DeleteSessionRequest) -> t.DeleteSessionResponse:
-    session = rt.sessions.get(p.session_id)
+async def delete_session(sv: Services, p: t.DeleteSessionRequest) -> t.DeleteSessionResponse:
+    session = sv.sessions.get(p.session_id)
     if session is not None:
-        await release(rt, session)
-    await asyncio.to_thread(rt.store.delete, p.session_id)  # unknown ids are fine
+        await release(sv, session)
+    await asyncio.to_thread(sv.sessions.store.delete, p.session_id)  # unknown ids are fine
     return t.DeleteSessionResponse()
 
 
-async def release(rt: Runtime, session: Session) -> None:
+async def release(sv: Services, session: Session) -> None:
     """Cancel the session's turns, let them answer, then free it (and its log)."""
     session.cancel()
     tasks = [turn.task for turn in session.turns if turn.task is not None]
     if tasks:
         await asyncio.wait(tasks, timeout=5.0)
-    rt.sessions.pop(session.id, None)
+    sv.sessions.remove(session)
     await session.aclose()
     if session.mcp is not None:
         await session.mcp.aclose()
         session.mcp = None
 
 
-async def take_over(rt: Runtime, session: Session) -> None:
+async def take_over(sv: Services, session: Session) -> None:
     """Prompting a session loaded read-only: own it now if its owner let it go."""
-    from ..sessions.replay import restore
-
     try:
-        opened = await asyncio.to_thread(rt.store.open_reading, session.id, restore)
+        opened = await asyncio.to_thread(sv.sessions.store.open_reading, session.id, restore)
         writer, state, snapshot = opened
         snapshot.close()
     except OSError:
@@ -201,8 +196,6 @@ async def take_over(rt: Runtime, session: Session) -> None:
 def client_prompt(value: t.SystemPrompt | UnsetType | None) -> ClientPrompt | None:
     """A lifecycle request's ``systemPrompt``, checked before anything is created:
     ``append`` and ``override`` of text blocks; anything else is -32602."""
-    from ..engine.instructions import ClientPrompt
-
     if value is None or isinstance(value, UnsetType):
         return None
     if value.mode not in ("append", "override"):
@@ -249,11 +242,9 @@ def check_path(path: str, field: str, rule: str) -> None:
 
 
 async def _store_new(
-    rt: Runtime, session: Session, body: Sequence[Record] = (), **header: Any
+    sv: Services, session: Session, body: Sequence[Record] = (), **header: Any
 ) -> None:
     """Create the session's log: a header, ``body`` (a fork's copy) and the settings."""
-    from ..sessions.records import Header, now_iso
-
     head = Header(
         id=session.id,
         cwd=session.cwd,
@@ -263,20 +254,18 @@ async def _store_new(
     )
     records: list[Record] = [*body, session.settings_record()]
     try:
-        session.log = await asyncio.to_thread(rt.store.create, head, records)
+        session.log = await asyncio.to_thread(sv.sessions.store.create, head, records)
         session.stored_roots = (head.cwd, head.additional_directories)
     except OSError as exc:  # a taken id (practically never): this session is not stored
         log.warning("cannot store the session; it lives in memory only", error=str(exc))
 
 
 async def _open(
-    rt: Runtime, session_id: str, cwd: str, directories: list[str], *, read: bool
+    sv: Services, session_id: str, cwd: str, directories: list[str], *, read: bool
 ) -> tuple[Session, Reading | None]:
     """The session, in memory (brought back from the store if need be), with the given
     roots; and, if ``read``, its log to replay (the caller closes it)."""
-    from ..sessions.replay import scan
-
-    session = rt.sessions.get(session_id)
+    session = sv.sessions.get(session_id)
     if session is not None and not session.read_only:
         if session.busy:
             raise InvalidRequest(f"Invalid request: session {session_id} has a running turn")
@@ -285,13 +274,13 @@ async def _open(
         reading = None
         if read and session.log:
             try:
-                reading = await asyncio.to_thread(_reread, rt, session_id)
+                reading = await asyncio.to_thread(_reread, sv, session_id)
             except OSError:
                 reading = None
         return session, reading
     try:
         writer, (state, uses), snapshot = await asyncio.to_thread(
-            rt.store.open_reading, session_id, scan
+            sv.sessions.store.open_reading, session_id, scan
         )
     except FileNotFoundError:
         raise SessionNotFound(session_id) from None
@@ -300,16 +289,14 @@ async def _open(
         raise InternalError(f"Cannot read session {session_id}: {exc.strerror}") from None
     if not read:
         snapshot.close()
-    session = _restored(rt, session_id, state, cwd, directories)
+    session = _restored(sv, session_id, state, cwd, directories)
     session.log, session.read_only = writer, writer is None
     return session, (snapshot, uses) if read else None
 
 
-def _reread(rt: Runtime, session_id: str) -> Reading:
+def _reread(sv: Services, session_id: str) -> Reading:
     """The log of a session open here, to replay (a worker thread: the first pass)."""
-    from ..sessions.transcript import Uses
-
-    snapshot = rt.store.take_snapshot(session_id)
+    snapshot = sv.sessions.store.take_snapshot(session_id)
     uses = Uses()
     try:
         for _ in uses.tap(snapshot.records()):
@@ -321,19 +308,17 @@ def _reread(rt: Runtime, session_id: str) -> Reading:
 
 
 def _restored(
-    rt: Runtime, session_id: str, state: State, cwd: str, directories: list[str]
+    sv: Services, session_id: str, state: State, cwd: str, directories: list[str]
 ) -> Session:
     """A session brought back from a log's state (load, resume, fork). A mode or model
     this configuration no longer offers falls back, with a notice."""
-    from ..sessions.session import Session
-
     session = Session(
         id=session_id,
         cwd=cwd,
-        emit_fn=rt.client.session_update,
-        mode=state.mode if state.mode in MODE_IDS else rt.config.default_mode,
-        model=state.model if state.model in rt.models else rt.config.model,
-        thinking=state.thinking or rt.config.thinking,
+        emit_fn=sv.client.session_update,
+        mode=state.mode if state.mode in MODE_IDS else sv.config.default_mode,
+        model=state.model if state.model in sv.models.choices else sv.config.model,
+        thinking=state.thinking or sv.config.thinking,
         additional_directories=directories,
     )
     session.restore(state)
@@ -349,45 +334,41 @@ def _restored(
 
 
 async def _opened(
-    rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType
+    sv: Services, session: Session, servers: Sequence[t.McpServerAny] | UnsetType
 ) -> None:
     """The session is open: register it, and tell the client the rest once the response
     is out."""
-    await _register(rt, session, servers)
-    _announce_later(rt, session)
+    await _register(sv, session, servers)
+    _announce_later(sv, session)
 
 
 async def _register(
-    rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType
+    sv: Services, session: Session, servers: Sequence[t.McpServerAny] | UnsetType
 ) -> None:
-    from .commands import load_prompt_commands
-
-    rt.sessions[session.id] = session
+    sv.sessions.add(session)
     session.prompt_commands = await asyncio.to_thread(load_prompt_commands, session.cwd)
-    attach(rt, session, servers)
+    attach(sv, session, servers)
 
 
-def _announce_later(rt: Runtime, session: Session) -> None:
-    asyncio.get_running_loop().call_soon(announce, rt, session)
+def _announce_later(sv: Services, session: Session) -> None:
+    asyncio.get_running_loop().call_soon(announce, sv, session)
 
 
-def attach(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType) -> None:
+def attach(sv: Services, session: Session, servers: Sequence[t.McpServerAny] | UnsetType) -> None:
     """Give an opened session (in the background) its MCP servers; ``servers`` is the
     complete list for this connection."""
     if session.mcp is not None:  # load/resume again: the client's list replaces it
-        rt.background(session.mcp.aclose())
+        sv.background(session.mcp.aclose())
         session.mcp = None
     if servers:
-        from ..mcp import McpHub
-
         async def problem(severity: str, title: str, description: str | None) -> None:
-            await rt.notify(session, severity, title, description, fallback=True)
+            await sv.notify(session, severity, title, description, fallback=True)
 
         async def changed() -> None:
-            await send_commands(rt, session)
+            await send_commands(sv, session)
 
         async def acp(request: t.MessageMcpRequest) -> t.MessageMcpResponseAny:
-            response: t.MessageMcpResponseAny = await rt.client.call(
+            response: t.MessageMcpResponseAny = await sv.client.call(
                 "mcp/message", request, t.MessageMcpResponseAny
             )
             return response
@@ -398,30 +379,30 @@ def attach(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | Un
         session.mcp.start()
 
 
-def announce(rt: Runtime, session: Session) -> None:
+def announce(sv: Services, session: Session) -> None:
     """After the session/new (load, resume, fork) response: commands, notices, usage;
     the process's warm-up (started by ``initialize``, else now) and the session's."""
-    rt.background(_announce(rt, session))
-    rt.warm_up(session)
+    sv.background(_announce(sv, session))
+    sv.opened(session)
 
 
-async def _announce(rt: Runtime, session: Session) -> None:
+async def _announce(sv: Services, session: Session) -> None:
     if session.log is not None:
-        session.log.watch(lambda error: rt.background(_saving(rt, session, error)))
-    await send_commands(rt, session)
+        session.log.watch(lambda error: sv.background(_saving(sv, session, error)))
+    await send_commands(sv, session)
     while session.pending_notices:
         severity, title, description = session.pending_notices.pop(0)
-        await rt.notify(session, severity, title, description, fallback=True)
-    await session.emit(session.usage_update(rt.model_info_for(session.model).context_window))
+        await sv.notify(session, severity, title, description, fallback=True)
+    await session.emit(session.usage_update(sv.models.model_info_for(session.model).context_window))
 
 
-async def _saving(rt: Runtime, session: Session, error: OSError | None) -> None:
+async def _saving(sv: Services, session: Session, error: OSError | None) -> None:
     """Tell the user, once, that the session is not being saved, and, if so told, when it
     is saved again. The conversation goes on either way."""
     if error is not None and not session.unsaved_told:
         session.unsaved_told = True
         reason = error.strerror or str(error)
-        await rt.notify(
+        await sv.notify(
             session,
             "warning",
             "This session is not being saved",
@@ -431,14 +412,12 @@ async def _saving(rt: Runtime, session: Session, error: OSError | None) -> None:
         )
     elif error is None and session.unsaved_told:
         session.unsaved_told = False
-        await rt.notify(session, "info", "This session is saved again", fallback=True)
+        await sv.notify(session, "info", "This session is saved again", fallback=True)
 
 
-async def send_commands(rt: Runtime, session: Session) -> None:
-    from .commands import session_commands
-
-    if rt.sessions.get(session.id) is not session:
+async def send_commands(sv: Services, session: Session) -> None:
+    if sv.sessions.get(session.id) is not session:
         return  # closed meanwhile
-    await rt.client.session_update(
+    await sv.client.session_update(
         session.id, t.AvailableCommandsUpdate(available_commands=session_commands(session))
     )

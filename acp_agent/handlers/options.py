@@ -18,7 +18,7 @@ from ..protocol import types as t
 
 if TYPE_CHECKING:
     from ..sessions.session import Session
-    from .runtime import Runtime
+    from .services import Services
 
 THINKING = ("off", "low", "medium", "high")
 
@@ -30,7 +30,7 @@ def modes(session: Session) -> t.SessionModeState:
     )
 
 
-def config_options(rt: Runtime, session: Session) -> list[t.SessionConfigOption]:
+def config_options(sv: Services, session: Session) -> list[t.SessionConfigOption]:
     def select(
         id: str, name: str, value: str, choices: Sequence[tuple[str, str, str | None]]
     ) -> t.SessionConfigSelect:
@@ -47,35 +47,35 @@ def config_options(rt: Runtime, session: Session) -> list[t.SessionConfigOption]
 
     options: list[t.SessionConfigOption] = [
         select("mode", "Mode", session.mode, list(MODES)),
-        select("model", "Model", session.model, [(m, m, None) for m in rt.models]),
+        select("model", "Model", session.model, [(m, m, None) for m in sv.models.choices]),
     ]
-    if rt.model_info_for(session.model).supports_thinking:
+    if sv.models.model_info_for(session.model).supports_thinking:
         levels = [(v, v.capitalize(), None) for v in THINKING]
         options.append(select("thought_level", "Thinking", session.thinking, levels))
     return options
 
 
-def _allowed(rt: Runtime, session: Session) -> Mapping[str, list[str]]:
-    allowed: dict[str, list[str]] = {"mode": MODE_IDS, "model": rt.models}
-    if rt.model_info_for(session.model).supports_thinking:
+def _allowed(sv: Services, session: Session) -> Mapping[str, list[str]]:
+    allowed: dict[str, list[str]] = {"mode": MODE_IDS, "model": sv.models.choices}
+    if sv.models.model_info_for(session.model).supports_thinking:
         allowed["thought_level"] = list(THINKING)
     return allowed
 
 
-async def set_mode(rt: Runtime, p: t.SetSessionModeRequest) -> t.SetSessionModeResponse:
-    session = rt.session(p.session_id)
+async def set_mode(sv: Services, p: t.SetSessionModeRequest) -> t.SetSessionModeResponse:
+    session = sv.sessions.require(p.session_id)
     if p.mode_id not in MODE_IDS:
         raise InvalidParams(f"Invalid params: unknown mode {p.mode_id!r} - at `$.modeId`")
     session.set_mode(p.mode_id)
-    await session.emit(t.ConfigOptionUpdate(config_options=config_options(rt, session)))
+    await session.emit(t.ConfigOptionUpdate(config_options=config_options(sv, session)))
     return t.SetSessionModeResponse()
 
 
 async def set_config_option(
-    rt: Runtime, p: t.SetSessionConfigOptionRequestAny
+    sv: Services, p: t.SetSessionConfigOptionRequestAny
 ) -> t.SetSessionConfigOptionResponse:
-    session = rt.session(p.session_id)
-    allowed = _allowed(rt, session)
+    session = sv.sessions.require(p.session_id)
+    allowed = _allowed(sv, session)
     if p.config_id not in allowed:
         raise InvalidParams(
             f"Invalid params: unknown config option {p.config_id!r} - at `$.configId`"
@@ -91,16 +91,16 @@ async def set_config_option(
         session.set_thinking(p.value)
     else:
         session.set_model(p.value)
-    return t.SetSessionConfigOptionResponse(config_options=config_options(rt, session))
+    return t.SetSessionConfigOptionResponse(config_options=config_options(sv, session))
 
 
-async def switch_mode(rt: Runtime, session: Session, mode: str) -> None:
+async def switch_mode(sv: Services, session: Session, mode: str) -> None:
     """An agent-initiated mode change: both the mode and the config option follow."""
     session.set_mode(mode)
     await session.emit(t.CurrentModeUpdate(current_mode_id=mode))
-    await session.emit(t.ConfigOptionUpdate(config_options=config_options(rt, session)))
+    await session.emit(t.ConfigOptionUpdate(config_options=config_options(sv, session)))
 
 
-async def switch_model(rt: Runtime, session: Session, model: str) -> None:
+async def switch_model(sv: Services, session: Session, model: str) -> None:
     session.set_model(model)
-    await session.emit(t.ConfigOptionUpdate(config_options=config_options(rt, session)))
+    await session.emit(t.ConfigOptionUpdate(config_options=config_options(sv, session)))

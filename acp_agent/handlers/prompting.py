@@ -2,7 +2,7 @@
 
 A prompt is checked, queued behind the session's running turn (first come, first
 served), recorded, offered to the slash commands, then run by the turn engine in a
-:class:`~acp_agent.engine.turn.TurnContext` the runtime builds. ``session/cancel`` (or
+:class:`~acp_agent.engine.world.TurnContext` ``turns.Turns`` builds. ``session/cancel`` (or
 ``$/cancel_request``) cancels the running turn and every queued one; each answers
 ``cancelled``, never an error. Provider failures become JSON-RPC errors here, and only
 here, with the provider's message (the endpoint, the cause).
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import log
 from ..conversation import ImagePart, TextPart, UserMessage, UserPart
+from ..engine.turn import run_turn
 from ..errors import (
     AcpError,
     AuthRequired,
@@ -29,28 +30,30 @@ from ..errors import (
     ProviderError,
 )
 from ..protocol import types as t
+from ..sessions.replay import prompt_text
+from ..sessions.session import make_title
+from .commands import dispatch
+from .lifecycle import take_over
 
 if TYPE_CHECKING:
     from ..sessions.session import Session
-    from .runtime import Runtime
+    from .services import Services
 
 TURN_TIMEOUT = "limits.turn-timeout"
 
 
-async def prompt(rt: Runtime, p: t.PromptRequest) -> t.PromptResponse:
-    session = rt.session(p.session_id)
-    _check(p.prompt, images=rt.model_info_for(session.model).supports_images)
+async def prompt(sv: Services, p: t.PromptRequest) -> t.PromptResponse:
+    session = sv.sessions.require(p.session_id)
+    _check(p.prompt, images=sv.models.model_info_for(session.model).supports_images)
     if session.read_only:
-        from .lifecycle import take_over
-
-        await take_over(rt, session)
+        await take_over(sv, session)
     turn = session.begin_turn()
     try:
         async with session.lock:
             if turn.cancel_requested:
                 return t.PromptResponse(stop_reason="cancelled")
             with log.bound(session_id=session.id):
-                return await _run(rt, session, p.prompt)
+                return await _run(sv, session, p.prompt)
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if turn.cancel_requested and task is not None:
@@ -71,25 +74,20 @@ async def prompt(rt: Runtime, p: t.PromptRequest) -> t.PromptResponse:
         session.end_turn(turn)
 
 
-def cancel_prompt(rt: Runtime, p: t.PromptRequest, task: asyncio.Task[None]) -> None:
+def cancel_prompt(sv: Services, p: t.PromptRequest, task: asyncio.Task[None]) -> None:
     """``$/cancel_request`` naming one prompt: that prompt's turn (running or queued)
     answers ``cancelled``; the session's other prompts go on (``session/cancel`` is the
     one that cancels them all)."""
-    session = rt.sessions.get(p.session_id)
+    session = sv.sessions.get(p.session_id)
     if session is not None:
         session.cancel_task(task)
 
 
-async def _run(rt: Runtime, session: Session, blocks: list[t.ContentBlock]) -> t.PromptResponse:
-    from ..engine.turn import run_turn
-    from ..sessions.replay import prompt_text
-    from ..sessions.session import make_title
-    from .commands import dispatch
-
-    info = rt.model_info_for(session.model)
+async def _run(sv: Services, session: Session, blocks: list[t.ContentBlock]) -> t.PromptResponse:
+    info = sv.models.model_info_for(session.model)
     session.record_prompt(blocks, prompt_text(blocks))
     stop = "error"
-    limit = rt.config.limits.turn_timeout
+    limit = sv.config.limits.turn_timeout
     deadline = asyncio.timeout(limit)
 
     def interrupted_by() -> str | None:
@@ -99,14 +97,14 @@ async def _run(rt: Runtime, session: Session, blocks: list[t.ContentBlock]) -> t
 
     try:
         async with deadline:
-            command = await dispatch(rt, session, blocks)
+            command = await dispatch(sv, session, blocks)
             if isinstance(command, t.PromptResponse):
                 stop = command.stop_reason
                 return command
             if session.mcp is not None:
-                await session.mcp.wait_ready(rt.config.limits.mcp_start_timeout)
+                await session.mcp.wait_ready(sv.config.limits.mcp_start_timeout)
             user = UserMessage(user_parts(command, images=info.supports_images))
-            ctx = await rt.turn_context(session)
+            ctx = await sv.turns.context(session)
             ctx.interrupted_by = interrupted_by
             stop, usage = await run_turn(ctx, user)
             named = session.titled_by_client or session.title is not None

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ..providers.registry import endpoint, missing_key, spec
+
 if TYPE_CHECKING:
     from ..config import Config
     from .client import Policy
@@ -66,8 +68,6 @@ def can_ask() -> bool:
 
 def check_model(config: Config, base_url_flag: str | None) -> None:
     """The model can start: its key is set, its endpoint is a URL, its script plays."""
-    from ..providers.registry import endpoint, missing_key, spec
-
     family = spec(config.provider)
     key = missing_key(config)
     if key is not None:

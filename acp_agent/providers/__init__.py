@@ -6,6 +6,14 @@ Importing this package imports no provider implementation and no SDK.
 
 from __future__ import annotations
 
-from .registry import FAMILIES, Endpoint, ProviderSpec, make_provider, missing_key, spec
+from .registry import FAMILIES, Endpoint, ProviderSpec, check, make_provider, missing_key, spec
 
-__all__ = ["FAMILIES", "Endpoint", "ProviderSpec", "make_provider", "missing_key", "spec"]
+__all__ = [
+    "FAMILIES",
+    "Endpoint",
+    "ProviderSpec",
+    "check",
+    "make_provider",
+    "missing_key",
+    "spec",
+]

@@ -51,7 +51,7 @@ from .base import (
     ToolCallStarted,
     UsageReport,
 )
-from .openai import is_reasoning_model
+from .models import is_reasoning_model
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

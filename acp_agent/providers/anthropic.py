@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from .models import ModelInfo, model_info
 from .registry import Endpoint, ProviderSpec
 
 if TYPE_CHECKING:
     from ..config import Config
     from .base import ModelProvider
-    from .models import ModelInfo
 
 
 def _build(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
+    # the implementation (and its SDK), loaded when a provider is built
     from ._anthropic import AnthropicProvider
 
     custom_key = config.provider_settings("anthropic").api_key_env
@@ -38,8 +39,6 @@ def _build(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
 
 
 def _info(model: str) -> ModelInfo:
-    from .models import model_info
-
     return model_info("anthropic", model)
 
 

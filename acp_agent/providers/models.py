@@ -11,6 +11,7 @@ price pages. What an OpenAI-compatible server says about the model it serves
 
 from __future__ import annotations
 
+import re
 from typing import Protocol, runtime_checkable
 
 import msgspec
@@ -180,6 +181,15 @@ _DEFAULT_ANTHROPIC = ModelInfo(
 )
 _DEFAULT_COMPATIBLE = ModelInfo(context_window=128_000, max_output_tokens=4_096)
 _GPT5_CHAT = _unpriced(128_000, 16_384, thinking=False)  # a newer gpt-5.x-chat
+
+
+# o1, o3, o4-mini..., gpt-5, gpt-5.1-codex... but not gpt-5-chat-latest; codex-mini-latest
+_REASONING = re.compile(r"^(o\d|gpt-5(?!.*-chat)|codex-)")
+
+
+def is_reasoning_model(model: str) -> bool:
+    """An OpenAI reasoning model (it has reasoning items and takes a reasoning effort)."""
+    return _REASONING.match(model.lower().rsplit("/", 1)[-1]) is not None
 
 
 def model_info(provider: str, model: str) -> ModelInfo:

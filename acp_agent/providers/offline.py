@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .models import ModelInfo
 from .registry import Endpoint, ProviderSpec
 
 if TYPE_CHECKING:
     from ..config import Config
     from .base import ModelProvider
-    from .models import ModelInfo
 
 
 def _build(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
+    # the implementation, loaded when a provider is built
     from ._offline import OfflineProvider
 
     if config.offline_script:
@@ -21,8 +22,6 @@ def _build(model: str, endpoint: Endpoint, config: Config) -> ModelProvider:
 
 
 def _info(model: str) -> ModelInfo:
-    from .models import ModelInfo
-
     return ModelInfo(
         context_window=128_000,
         max_output_tokens=8_192,

@@ -9,24 +9,14 @@ automatic choice (``"auto"``).
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
+from .models import ModelInfo, is_reasoning_model, model_info
 from .registry import Endpoint, ProviderSpec
 
 if TYPE_CHECKING:
     from ..config import Config
     from .base import ModelProvider
-    from .models import ModelInfo
-
-# o1, o3, o4-mini..., gpt-5, gpt-5.1-codex... but not gpt-5-chat-latest; codex-mini-latest
-_REASONING = re.compile(r"^(o\d|gpt-5(?!.*-chat)|codex-)")
-
-
-def is_reasoning_model(model: str) -> bool:
-    """An OpenAI reasoning model (it has reasoning items and takes a reasoning effort)."""
-    return _REASONING.match(model.lower().rsplit("/", 1)[-1]) is not None
-
 
 def is_official(base_url: str | None) -> bool:
     return base_url is None or "api.openai.com" in base_url
@@ -54,6 +44,7 @@ def build_compatible(
     this). ``discover``: ask a compatible server for the model's limits (not OpenRouter:
     its list of every model is large, and its models are in the table). ``connect_path``:
     what a connection made ahead of a prompt asks (default: the model's description)."""
+    # the implementation (and its SDK), loaded when a provider is built
     from ._openai import OpenAIProvider
     from ._responses import ResponsesProvider
 
@@ -74,8 +65,6 @@ def build_compatible(
 
 
 def _info(model: str) -> ModelInfo:
-    from .models import model_info
-
     return model_info("openai", model)
 
 

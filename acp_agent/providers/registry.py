@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from ..config import Config, ConfigError
 from . import credentials
 
 if TYPE_CHECKING:
-    from ..config import Config
     from .base import ModelProvider
     from .models import ModelInfo
 
@@ -191,6 +191,34 @@ def missing_key(
         if settings.base_url or (family.base_url_env and env.get(family.base_url_env)):
             return None
     return names[0]
+
+
+def check(config: Config, source: str = "config") -> None:
+    """What the configuration says of model families, checked against them: every model
+    names a known family (and a model where the family needs one), every provider section
+    is a family's, every ``api`` one the family speaks (``config.Check``)."""
+    for model in (config.model, *config.models):
+        family, _, name = model.partition(":")
+        if family not in FAMILIES:
+            raise ConfigError(
+                f"{source}: `model` must be <family>:<model> with a family among "
+                f"{', '.join(FAMILIES)} (e.g. 'openai:gpt-4.1'), got {model!r}"
+            )
+        if spec(family).needs_model and not name:
+            raise ConfigError(
+                f"{source}: `model` {model!r} names no model; write {family}:<model>"
+            )
+    unknown = sorted(set(config.providers) - set(FAMILIES))
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown section(s) {', '.join(unknown)}: neither a setting nor a"
+            f" provider family ({', '.join(FAMILIES)})"
+        )
+    for family, settings in config.providers.items():
+        apis = spec(family).apis
+        if settings.api != "auto" and settings.api not in apis:
+            choice = f"one of auto, {', '.join(apis)}" if apis else "auto (the only one)"
+            raise ConfigError(f"{source}: `{family}.api` must be {choice}, got {settings.api!r}")
 
 
 def make_provider(config: Config, model: str | None = None) -> ModelProvider:

@@ -10,7 +10,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..conversation import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage
+from ..conversation import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    apply_stubs,
+)
 from ..protocol import UNSET
 from ..protocol import types as t
 from .records import (
@@ -123,8 +130,6 @@ def restore(records: Iterable[Record]) -> State:
         elif isinstance(record, Instructions):
             state.instructions = record
         elif isinstance(record, PruneResults):
-            from ..engine.context import apply_stubs
-
             history[:] = apply_stubs(history, set(record.call_ids))
         elif isinstance(record, TurnEnd):
             in_turn = False

@@ -19,12 +19,14 @@ import asyncio
 import itertools
 import os
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-from ..conversation import Message
+from ..conversation import Message, apply_stubs
 from ..protocol import UNSET
 from ..protocol import types as t
+from ..providers.models import cost
 from .records import (
     AddMessage,
     Instructions,
@@ -43,13 +45,33 @@ from .replay import State
 from .store import SessionLog
 
 if TYPE_CHECKING:
-    from ..engine.instructions import ClientPrompt
-    from ..handlers.commands import PromptCommand
     from ..mcp import McpHub
     from ..providers.base import UsageReport
     from ..providers.models import ModelInfo
 
 Emit = Callable[[str, t.SessionUpdate], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientPrompt:
+    """A client's ``systemPrompt``: ``append`` or ``override``, and its text (kept in the
+    log as an ``Instructions`` record; ``engine.instructions`` composes it)."""
+
+    mode: str
+    text: str
+
+
+class PromptCommand(Protocol):
+    """A slash command the session offers besides the built-ins (``handlers.commands``
+    loads them): what ``available_commands_update`` lists and what the prompt becomes."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def hint(self) -> str | None: ...
+    def expand(self, arguments: str) -> str: ...
 
 
 class Turn:
@@ -82,8 +104,6 @@ class Usage:
 
     def add_spent(self, usage: UsageReport, info: ModelInfo | None) -> None:
         """Count a request's tokens and price into the totals (not the context)."""
-        from ..providers.models import cost
-
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         spent = cost(info, usage) if info is not None else None
@@ -130,7 +150,7 @@ class Session:
         """The session's MCP servers (started in the background), if the client gave any."""
         self.pending_notices: list[tuple[str, str, str | None]] = []
         """Advisories to send once the client has the session (after the response)."""
-        self.prompt_commands: dict[str, PromptCommand] = {}
+        self.prompt_commands: Mapping[str, PromptCommand] = {}
         """User-defined slash commands (markdown files), loaded when the session opens."""
         self.client_prompt: ClientPrompt | None = None
         """The client's ``systemPrompt`` (see ``instructions``)."""
@@ -161,8 +181,6 @@ class Session:
         if state.cwd:
             self.stored_roots = (state.cwd, list(state.additional_directories))
         if state.instructions is not None:
-            from ..engine.instructions import ClientPrompt
-
             self.client_prompt = ClientPrompt(state.instructions.mode, state.instructions.text)
         self._tool_ids = itertools.count(state.next_tool_id)
         self._message_ids = itertools.count(state.next_message_id)
@@ -249,8 +267,6 @@ class Session:
 
     def stub_results(self, call_ids: list[str]) -> None:
         """Replace those tool results by stubs (see ``context``)."""
-        from ..engine.context import apply_stubs
-
         self.history = apply_stubs(self.history, set(call_ids))
         if self.log is not None:
             self.log.append(PruneResults(call_ids=call_ids))

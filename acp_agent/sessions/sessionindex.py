@@ -23,8 +23,8 @@ index a cache of those, under ``<state>/sessions-index/``. It is never trusted b
   reading every meta file, as it did before the index.
 
 The store (:mod:`.store`) calls :meth:`SessionIndex.change` around its own changes and
-:meth:`SessionIndex.page` to list; it does not import this module (the runtime gives it
-one), so the store stays below everything else.
+:meth:`SessionIndex.page` to list; it does not import this module (the session registry
+gives it one), so the store stays below everything else.
 """
 
 from __future__ import annotations
@@ -35,15 +35,12 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from .. import log
 from .records import Meta, decode_meta, encode_meta, meta_of, read_records
-
-if TYPE_CHECKING:
-    from .store import ArchiveFilter
+from .store import ArchiveFilter, valid_id
 
 SCHEMA = 2
 """The layout's version (``PRAGMA user_version``); an index of another is rebuilt. 2: the
@@ -220,8 +217,6 @@ class SessionIndex:
 
     def _listing(self) -> Iterator[tuple[str, str]]:
         """Every session in the directory with the version of what its row comes from."""
-        from .store import valid_id
-
         try:
             entries = {entry.name: entry for entry in os.scandir(self.sessions)}
         except FileNotFoundError:

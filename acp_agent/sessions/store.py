@@ -18,7 +18,7 @@ Several agent processes may share the directory. A process writing a session hol
 exclusive ``flock`` on its log for as long as the session is open; other processes can
 still list and read (replay) it, but :meth:`Store.open` hands them no writer.
 
-Listing reads an index (:mod:`.sessionindex`, given by the runtime) when the store has
+Listing reads an index (:mod:`.sessionindex`, given by ``registry``) when the store has
 one: it is told of every change here (a log created, a meta file replaced, a session
 deleted) and rebuilt from the directory whenever it may be wrong. Reading streams: a log
 is decoded a block at a time (:func:`~acp_agent.sessions.records.read_records`), never whole.

@@ -28,6 +28,7 @@ import msgspec
 
 from ..protocol import UNSET, UnsetType
 from ..protocol import types as t
+from ..tools.plan import checklist_of
 from .records import ChildUpdate, ClientTitle, Prompt, Record, TurnEnd, Update
 
 INTERRUPTED = "The agent stopped before this tool call finished."
@@ -325,8 +326,6 @@ def _compaction_message(update: t.SessionUpdate) -> list[t.SessionUpdate]:
 
 
 def _classic_plan(update: t.SessionUpdate) -> list[t.SessionUpdate]:
-    from ..tools.plan import checklist_of
-
     if isinstance(update, t.PlanRemoved):
         return [t.Plan(entries=[])]
     assert isinstance(update, t.PlanUpdate)

@@ -10,7 +10,7 @@ result. Accepted values are checked again against the question.
 
 The tool is offered only to a client that advertised form elicitation
 (``clientCapabilities.elicitation.form``; ``elicitation: {}`` advertises no mode): see
-``runtime.tools_for``. Without it the model asks in its answer and ends the turn.
+``handlers.turns.Turns.tools_for``. Without it the model asks in its answer and ends the turn.
 A cancel of the turn abandons the request, which the connection passes on as
 ``$/cancel_request`` (``elicitation/complete`` is for URL mode only).
 """

@@ -8,20 +8,19 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from acp_agent.client import ClientProxy
 from acp_agent.config import from_mapping
 from acp_agent.conversation import TextPart, ToolSpec, UserMessage
-from acp_agent.handlers.runtime import Runtime
 from acp_agent.providers import make_provider
 from acp_agent.providers._limits import fit_output
 from acp_agent.providers._openai import OpenAIProvider
 from acp_agent.providers.base import ModelRequest
 from acp_agent.providers.models import ServerLimits, model_info, with_server_limits
+from acp_agent.providers.pool import Models
 
 from ..fakes.llm_server import FakeLLMServer, Finish, Hang, HttpError, Reply, Text, Usage
 from ..harness import AgentProcess
@@ -201,18 +200,18 @@ async def test_the_configuration_override_always_wins(server: FakeLLMServer) -> 
         "openai": {"base-url": server.openai_url},
         "model-overrides": {"openai:qwen": {"context-window": 20_000, "max-output-tokens": 1_000}},
     })  # fmt: skip
-    runtime = Runtime(config, cast(ClientProxy, None))
-    assert runtime.model_info_for("openai:qwen").context_window == 20_000  # not asked yet
-    await runtime.learn_limits("openai:qwen")
-    await runtime.learn_limits("openai:mistral")
-    await runtime.learn_limits("openai:unknown")
-    qwen = runtime.model_info_for("openai:qwen")
+    models = Models(config)
+    assert models.model_info_for("openai:qwen").context_window == 20_000  # not asked yet
+    await models.learn_limits("openai:qwen")
+    await models.learn_limits("openai:mistral")
+    await models.learn_limits("openai:unknown")
+    qwen = models.model_info_for("openai:qwen")
     assert (qwen.context_window, qwen.max_output_tokens) == (20_000, 1_000)
-    assert runtime.model_info_for("openai:mistral").context_window == 16_384
-    assert runtime.model_info_for("openai:unknown").context_window == 128_000
-    await runtime.learn_limits("openai:qwen")  # asked once per model
+    assert models.model_info_for("openai:mistral").context_window == 16_384
+    assert models.model_info_for("openai:unknown").context_window == 128_000
+    await models.learn_limits("openai:qwen")  # asked once per model
     assert len(server.model_requests) == 3 + 1  # unknown: /models, then Ollama's /api/show
-    for provider in runtime._providers.values():
+    for provider in models._providers.values():
         await provider.aclose()
 
 

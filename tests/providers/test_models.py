@@ -15,7 +15,7 @@ from acp_agent.conversation import (
     ToolResultMessage,
     UserMessage,
 )
-from acp_agent.providers import make_provider
+from acp_agent.providers import check, make_provider
 from acp_agent.providers._anthropic import to_anthropic_messages
 from acp_agent.providers._openai import OpenAIProvider, to_openai_messages
 from acp_agent.providers._responses import ResponsesProvider
@@ -120,7 +120,7 @@ def test_the_wire_api(model: str, settings: dict[str, str], kind: type) -> None:
 )
 def test_the_api_setting_is_checked(raw: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        from_mapping(raw)
+        from_mapping(raw, check=check)
 
 
 def test_other_apis_ignore_reasoning_items() -> None:

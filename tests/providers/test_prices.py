@@ -9,9 +9,9 @@ import msgspec
 import pytest
 
 from acp_agent.config import from_mapping
-from acp_agent.handlers.runtime import Runtime
 from acp_agent.providers.base import UsageReport
 from acp_agent.providers.models import _TABLE, cost, model_info
+from acp_agent.providers.pool import Models
 
 
 def test_reads_writes_fresh_input_and_output_each_at_their_price() -> None:
@@ -57,7 +57,7 @@ def test_openai_cached_input_is_cheaper_and_never_written(prefix: str, info: Any
 def test_the_cache_prices_can_be_overridden() -> None:
     config = from_mapping({"model-overrides": {"anthropic:claude-sonnet-4-5": {
         "cached-input-price": 0.5, "cache-write-price": 5.0}}})
-    runtime = Runtime(config, client=None)  # type: ignore[arg-type]
-    info = runtime.model_info_for("anthropic:claude-sonnet-4-5")
+    models = Models(config)
+    info = models.model_info_for("anthropic:claude-sonnet-4-5")
     base = model_info("anthropic", "claude-sonnet-4-5")
     assert info == msgspec.structs.replace(base, cached_input_price=0.5, cache_write_price=5.0)

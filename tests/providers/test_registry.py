@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from acp_agent.config import ConfigError, from_mapping
-from acp_agent.providers import FAMILIES, make_provider, missing_key, spec
+from acp_agent.providers import FAMILIES, check, make_provider, missing_key, spec
 from acp_agent.providers.base import ModelRequest, TextDelta
 from acp_agent.providers.registry import endpoint
 
@@ -81,11 +81,20 @@ def test_the_http_timeout_never_cuts_a_wait_the_limits_allow() -> None:
     ({"model": "anthropic"}, "names no model; write anthropic:<model>"),
     ({"model": "gemini:pro"}, "a family among offline, openai, anthropic, ollama, openrouter"),
     ({"models": ["openai:"]}, "names no model"),
-    ({"nonesuch": {"base-url": "x"}}, "unknown field `nonesuch`"),
+    ({"nonesuch": {"base-url": "x"}}, "unknown section.s. nonesuch: neither a setting nor a"),
+    ({"nonesuch": 1}, "unknown field `nonesuch`"),
 ])
 def test_configuration_errors_name_the_problem(raw: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        from_mapping(raw)
+        from_mapping(raw, check=check)
+
+
+def test_the_families_are_the_registrys_to_check() -> None:
+    """The configuration stands on nothing of ours: without the registry's check it takes
+    any family, and the check is what refuses it."""
+    config = from_mapping({"model": "gemini:pro"})
+    with pytest.raises(ConfigError, match="a family among"):
+        check(config)
 
 
 async def test_ollama_needs_no_key(server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,101 @@
+"""A turn's world: everything one turn needs, built once before it starts (by
+``handlers.turns``) and handed down to the engine, which never reaches back up.
+
+:class:`TurnContext` carries the session, the editor as this session sees it
+(:class:`Client`), the provider (already behind ``providers.resilient``), the model's
+facts, the toolset, the permission rules, the system prompt, the limits, and the
+environment of the commands tools start. :func:`request_of` turns it into the next
+model request; :func:`window` is the context window the turn works within.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..conversation import ToolCallPart
+from ..providers.base import ModelProvider, ModelRequest
+from ..providers.models import ModelInfo
+from .context import context_estimate
+from .permissions import Rules, offered
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..sessions.session import Session
+    from ..tools.base import Toolset
+
+THINKING_LEVELS = ("off", "low", "medium", "high")
+#: The least an answer is given, however full the context (then the window decides).
+MIN_ANSWER_TOKENS = 1_024
+
+
+def _by_the_user() -> str | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnLimits:
+    max_turn_requests: int = 50
+    prompt_cache: bool = True
+    """Ask the provider to cache the prompt's prefix (keyed by the session's id)."""
+    prune_at: float = 0.6
+    """Share of the window past which old large tool results become stubs."""
+    compact_at: float = 0.85
+    """Share of the window past which the conversation is compacted."""
+
+
+@dataclass(slots=True)
+class TurnContext:
+    """One turn's world. Subagents get their own (their session, their view of the
+    editor), built by the same factory."""
+
+    session: Session
+    client: Client
+    provider: ModelProvider
+    model: ModelInfo
+    tools: Toolset
+    rules: Rules
+    system: str
+    limits: TurnLimits = field(default_factory=TurnLimits)
+    env: Mapping[str, str] | None = None
+    """The environment of the commands tools start (the agent's, without its secrets)."""
+    interrupted_by: Callable[[], str | None] = _by_the_user
+    """While the turn unwinds from a cancellation: why, when it was not the user (the turn
+    ran out of time), for the tool calls and the history it leaves behind."""
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """A tool call the model made; ``error`` when its arguments were not valid JSON;
+    ``tool_call_id`` when the client was shown it while the answer streamed."""
+
+    part: ToolCallPart
+    error: str | None = None
+    tool_call_id: str | None = None
+
+
+def window(ctx: TurnContext) -> int:
+    """The context window: the model's, or less when the server said so during the
+    session (a context-length error naming its limit)."""
+    limit = ctx.session.window_limit
+    return min(ctx.model.context_window, limit) if limit else ctx.model.context_window
+
+
+def request_of(ctx: TurnContext) -> ModelRequest:
+    """The next model request of the turn: the session's history as it stands."""
+    session = ctx.session
+    thinking = session.thinking if session.thinking in THINKING_LEVELS else "off"
+    if not ctx.model.supports_thinking:
+        thinking = "off"  # never sent to a model that rejects it
+    mode = session.root.mode
+    # the answer's room counts against the window too: never ask for more than is left
+    room = window(ctx) - context_estimate(session) * 6 // 5 - 256  # the estimate is rough
+    return ModelRequest(
+        system=ctx.system,
+        messages=list(session.history),
+        tools=[t.spec for t in ctx.tools.tools() if offered(mode, t.kind, t.spec.name)],
+        thinking=thinking,  # type: ignore[arg-type]
+        max_tokens=max(MIN_ANSWER_TOKENS, min(ctx.model.max_output_tokens, room)),
+        cache_key=session.id if ctx.limits.prompt_cache else None,
+    )
