@@ -2,7 +2,7 @@
 
     python tools/bench.py                  # everything, medians over --runs spawns
     python tools/bench.py --only startup   # one measure (see --help for the list)
-    python tools/bench.py --before REV     # also the agent at git revision REV (list, load)
+    python tools/bench.py --before REV     # also the agent at revision REV (startup, list, load)
 
 Measures (medians; baselines interleaved with what they are the baseline of):
   startup     spawn -> ``initialize`` reply, ``session/new``, RSS, of the agent installed
@@ -370,17 +370,24 @@ async def bench_sse(runs: int, chunks: int) -> dict[str, Any]:
     return out
 
 
+def _export(rev: str, tmp: str) -> str:
+    """An export of git revision ``rev`` (once per run)."""
+    import subprocess
+
+    root = os.path.join(tmp, "before")
+    if not os.path.isdir(root):
+        os.makedirs(root)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True,
+                                 check=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", root], input=archive, check=True)
+    return root
+
+
 def _before(rev: str | None, tmp: str) -> Any:
     """A launcher of the agent at git revision ``rev`` (an export of it), or ``None``."""
     if not rev:
         return None
-    import subprocess
-
-    root = os.path.join(tmp, "before")
-    os.makedirs(root)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True,
-                             check=True).stdout  # fmt: skip
-    subprocess.run(["tar", "-x", "-C", root], input=archive, check=True)
+    root = _export(rev, tmp)
 
     def launch(*extra: str) -> Agent:  # cwd: ``-m`` puts it first on sys.path
         return Agent(sys.executable, "-m", "acp_agent", *extra, env={"PYTHONPATH": root},
@@ -403,11 +410,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             env = {"PYTHONPATH": ""}  # the installed package, not this checkout
             installed = [str(venv / "bin/acp-agent"), "--state-dir", tmp]
             minimal = [str(venv / "bin/python"), str(ROOT / "tools/minimal_agent.py")]
-            for _ in range(2):  # interleaved: both see the same machine load
+            earlier: list[str] | None = None
+            if args.before:  # the same, installed from the earlier revision's wheel
+                old = install_wheel(tmp, Path(_export(args.before, tmp)), "before-wheel")
+                earlier = [str(old / "bin/acp-agent"), "--state-dir", tmp]
+            for _ in range(2):  # interleaved: all see the same machine load
                 ours = await bench_startup(args.runs // 2, tmp, installed, "installed_", env)
                 base = await bench_startup(
                     args.runs // 2, tmp, minimal, "baseline_minimal_msgspec_", env
                 )
+                if earlier is not None:
+                    out.update(await bench_startup(args.runs // 2, tmp, earlier, "before_", env))
             out.update(ours)
             out.update(base)
         if only in (None, "stream"):
@@ -452,7 +465,7 @@ def main() -> None:
     measures = ["startup", "stream", "first", "coalesce", "concurrent", "list", "load", "cancel",
                 "exit", "encode", "sse", "cost", "context"]  # fmt: skip
     p.add_argument("--only", choices=measures)
-    p.add_argument("--before", help="git revision of the agent to compare list and load with")
+    p.add_argument("--before", help="git revision to compare start-up, list and load with")
     args = p.parse_args()
     _prepare()
     from bench_summary import machine, summary

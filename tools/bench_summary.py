@@ -20,12 +20,13 @@ _NOT_SOURCE = shutil.ignore_patterns(
 )  # fmt: skip
 
 
-def install_wheel(tmp: str) -> Path:
-    """A venv holding the agent installed from a wheel built from this checkout (bytecode
-    compiled, as pip installs it); its dependencies are this environment's (a ``.pth``
-    line, so the checkout's editable install stays out). Returns the venv."""
-    base = Path(tmp) / "wheel"
-    shutil.copytree(ROOT, base / "src", ignore=_NOT_SOURCE)
+def install_wheel(tmp: str, source: Path = ROOT, name: str = "wheel") -> Path:
+    """A venv holding the agent installed from a wheel built from ``source`` (this
+    checkout, or an export of another revision; bytecode compiled, as pip installs it); its
+    dependencies are this environment's (a ``.pth`` line, so the checkout's editable
+    install stays out). Returns the venv."""
+    base = Path(tmp) / name
+    shutil.copytree(source, base / "src", ignore=_NOT_SOURCE)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir",
