@@ -26,6 +26,7 @@ from .protocol import types as t
 
 if TYPE_CHECKING:
     from .instructions import ClientPrompt
+    from .projectfiles import Refused
     from .records import Record
     from .replay import State
     from .runtime import Runtime
@@ -361,9 +362,16 @@ async def _register(
     rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | UnsetType
 ) -> None:
     from .commands import load_prompt_commands
+    from .escaping import escaped
 
     rt.sessions[session.id] = session
-    session.prompt_commands = await asyncio.to_thread(load_prompt_commands, session.cwd)
+    refused: list[Refused] = []
+    session.prompt_commands = await asyncio.to_thread(
+        load_prompt_commands, session.cwd, roots=session.roots, refused=refused
+    )
+    for refusal in refused:  # told once the client has the session
+        why = escaped(f"{refusal.path}: {refusal.reason}.")
+        session.pending_notices.append(("warning", "Command file skipped", why))
     attach(rt, session, servers)
 
 
@@ -393,7 +401,8 @@ def attach(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | Un
             return response
 
         session.mcp = McpHub(
-            list(servers), cwd=session.cwd, on_problem=problem, on_change=changed, acp=acp
+            list(servers), cwd=session.cwd, on_problem=problem, on_change=changed, acp=acp,
+            env=rt.child_env,  # the commands' environment: no secrets (childenv)
         )
         session.mcp.start()
 

@@ -29,6 +29,7 @@ from .protocol import types as t
 if TYPE_CHECKING:
     from .client import Client
     from .permissions import Rules
+    from .projectfiles import Refused
     from .providers.base import ModelProvider
     from .providers.models import ModelInfo, ServerLimits
     from .providers.resilient import Resilient, RetryPolicy
@@ -87,6 +88,7 @@ class Runtime:
         self._tools: Toolset | None = None
         self._subagents: Subagents | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._told_refused: set[tuple[str, str]] = set()  # (session id, file) told once
 
     # ------------------------------------------------------------------ shared objects
 
@@ -244,6 +246,25 @@ class Runtime:
             return self._tools
         return session.mcp.toolset(self._tools)
 
+    async def system_prompt(self, session: Session) -> str:
+        """The session's system prompt (``instructions``; git run with the commands'
+        environment); each instruction file that was not read is told to the user, once
+        per session and file (a notice, else an agent message)."""
+        from .instructions import system_prompt
+        from .escaping import escaped
+
+        async def refused(refusal: Refused) -> None:
+            key = (session.id, refusal.path)
+            if key not in self._told_refused:
+                self._told_refused.add(key)
+                await self.notify(session, "warning", "Instruction file skipped",
+                                  escaped(f"{refusal.path}: {refusal.reason}."),
+                                  fallback=True)  # fmt: skip
+
+        return await system_prompt(
+            session, configured=self.config.system_prompt, env=self.child_env, refused=refused
+        )
+
     @functools.cached_property
     def child_env(self) -> dict[str, str]:
         """The environment of commands run for the model: ours without the secrets."""
@@ -294,7 +315,7 @@ class Runtime:
         from .compaction import make_room, maybe_compact
         from .context import frame_tokens, prune
         from .conversation import TextPart, UserMessage
-        from .instructions import mode_note, system_prompt
+        from .instructions import mode_note
         from .turn import TurnContext, TurnLimits
 
         async def notify(severity: str, title: str, description: str | None) -> None:
@@ -313,7 +334,7 @@ class Runtime:
         ahead = self._prebuilt.pop(session, None)
         if ahead and session.system_text is ahead[0] and (session.mode, session.model) != ahead[1:]:
             session.system_text = None  # changed since it was built ahead: build it now
-        system = await system_prompt(session, configured=self.config.system_prompt)
+        system = await self.system_prompt(session)
         session.frame_tokens = frame_tokens(system, tools.specs())
         return TurnContext(
             session=session,
@@ -421,8 +442,6 @@ class Runtime:
         repository), its project's permission rules and the tools; and, unless the
         family's ``connect-ahead`` is off, the connection to the model's server opened
         (a compatible server is asked its limits on the way)."""
-        from .instructions import system_prompt
-
         await self.warmed(turn=False)
         if self.sessions.get(session.id) is not session:
             return  # closed meanwhile
@@ -433,7 +452,7 @@ class Runtime:
         if isinstance(provider, Connects) and settings.connect_ahead and not session.busy:
             self.background(provider.connect())  # (a turn under way makes its own)
         if session.system_text is None:
-            text = await system_prompt(session, configured=self.config.system_prompt)
+            text = await self.system_prompt(session)
             self._prebuilt[session] = (text, session.mode, session.model)
         await self.rules_for(session)
         self.tools_for(session)

@@ -55,6 +55,7 @@ from .protocol import types as t
 from .session import Session, new_session_id
 from .tools.base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 from .turn import TurnContext, run_turn
+from .escaping import escaped
 
 #: How deep subagents nest: a child may spawn, a grandchild may not.
 MAX_DEPTH = 2
@@ -176,7 +177,7 @@ class Subagents:
             additional_directories=parent.additional_directories,
         )
         session.parent, session.mcp = parent, parent.mcp
-        child = _Child(session, parent, title, description, exposed)
+        child = _Child(session, parent, escaped(title), description, exposed)  # shown: escaped
         if exposed:
             child.kept = ChildLog(session)
             session.emit_fn = child.kept.stream(self.client)
