@@ -19,12 +19,12 @@ import msgspec
 import pytest
 from rich.console import Console
 
-from acp_agent.childenv import child_environ
 from acp_agent.config import from_mapping
-from acp_agent.gitstate import state
+from acp_agent.engine.childenv import child_environ
+from acp_agent.engine.gitstate import state
+from acp_agent.engine.projectfiles import ProjectText, Refused, read_project_text
 from acp_agent.human import Renderer
 from acp_agent.human._rich import RichView
-from acp_agent.projectfiles import ProjectText, Refused, read_project_text
 from acp_agent.protocol import types as t
 
 from .engine_world import World
