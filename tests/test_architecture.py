@@ -42,6 +42,8 @@ ROOT_MODULES = {
     "acp_agent.config": "a leaf: the configuration every layer reads",
     "acp_agent.errors": "a leaf: the exception tree and its JSON-RPC codes",
     "acp_agent.log": "a leaf: structured logging to stderr",
+    "acp_agent.escaping": "a leaf: text the model or the project chose, made safe to show "
+    "(every layer that shows it, the terminal front end too)",
     "acp_agent.conversation": "a leaf: messages, parts, tool specs (providers, tools, engine, "
     "sessions all name a message; none depends on another to do so)",
     "acp_agent.client": "a leaf: the editor as typed calls, the seam tools, engine and "
@@ -50,8 +52,14 @@ ROOT_MODULES = {
 
 #: Each layer and the layers it may import (its own always). Read top-down: a package
 #: imports only what is below it in ARCHITECTURE.md's map.
-LEAVES = ("acp_agent", "acp_agent._version", "acp_agent.errors", "acp_agent.log")
+LEAVES = ("acp_agent", "acp_agent._version", "acp_agent.errors", "acp_agent.log",
+          "acp_agent.escaping")
 ALLOWED: dict[str, tuple[str, ...]] = {
+    "acp_agent": ("acp_agent._version",),
+    "acp_agent._version": (),
+    "acp_agent.errors": (),
+    "acp_agent.log": (),
+    "acp_agent.escaping": ("acp_agent.protocol",),
     "acp_agent.protocol": (),
     "acp_agent.conversation": (),
     "acp_agent.config": (),
@@ -177,8 +185,7 @@ def test_the_root_holds_the_process_edge_and_the_leaves() -> None:
 
 
 def test_every_layer_is_in_the_table() -> None:
-    edge = {"acp_agent.cli", "acp_agent.server", "acp_agent.login", "acp_agent.__main__",
-            *LEAVES}  # fmt: skip
+    edge = {"acp_agent.cli", "acp_agent.server", "acp_agent.login", "acp_agent.__main__"}
     assert {unit(m) for m in MODULES} - edge == set(ALLOWED)
 
 

@@ -7,11 +7,16 @@ request (a stable prefix is what prompt caching pays off on), from:
    ``system-prompt``, or the client's ``systemPrompt`` in ``override`` mode;
 2. the client's ``systemPrompt`` in ``append`` mode;
 3. the environment: OS and shell, date, the workspace roots, git (branch, clean or
-   not, at the start of the session), the model, the permission mode;
+   not, at the start of the session: ``gitstate``, which runs nothing the repository
+   configured), the model, the permission mode;
 4. project instructions: the nearest ``AGENTS.md`` from the session's directory up to
    the repository root (``CLAUDE.md`` where there is none), the user's own
    ``AGENTS.md`` in the config directory, and ``.acp-agent/instructions.md``; each cut at
-   :data:`MAX_INSTRUCTIONS_CHARS` with a note.
+   :data:`MAX_INSTRUCTIONS_CHARS` with a note. Each is read through
+   ``projectfiles.read_project_text``: only inside the session's roots (the user's
+   inside their configuration directory; one found above the roots exactly where it
+   was found), never through a link leading elsewhere; a file refused is reported
+   (``Facts.refused``), never read.
 
 A later change of mode reaches the model as a short note with the next prompt
 (:func:`mode_note`), and plan mode offers only tools that read (see ``permissions.offered``).
@@ -23,16 +28,20 @@ import asyncio
 import datetime
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from .gitstate import repo_root, state
+from .projectfiles import ProjectText, Refused, read_project_text
+
 if TYPE_CHECKING:
     from ..sessions.session import Session
 
 MAX_INSTRUCTIONS_CHARS = 16_000
+MAX_INSTRUCTIONS_BYTES = 4 * MAX_INSTRUCTIONS_CHARS  # at most this much of a file is read
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 
 #: What each mode lets the agent do, in the words the model reads.
@@ -53,13 +62,22 @@ def builtin() -> str:
 
 
 async def system_prompt(
-    session: Session, *, configured: str | None = None, env: Mapping[str, str] = os.environ
+    session: Session,
+    *,
+    configured: str | None = None,
+    env: Mapping[str, str] = os.environ,
+    refused: Callable[[Refused], Awaitable[None]] | None = None,
 ) -> str:
-    """The session's system prompt (built on first use, then kept)."""
+    """The session's system prompt (built on first use, then kept). ``env``: the
+    environment commands get (git runs with it); ``refused`` hears of each instruction
+    file that was not read (a link out of the roots, not text...)."""
     if session.system_text is None:
-        facts = await asyncio.to_thread(_gather, session.cwd, env)
+        facts = await asyncio.to_thread(_gather, session.cwd, session.roots, env)
         session.system_text = compose(session, facts, configured)
         session.told_mode = session.mode
+        if refused is not None:
+            for refusal in facts.refused:
+                await refused(refusal)
     return session.system_text
 
 
@@ -70,6 +88,7 @@ class Facts:
     shell: str
     git: str
     files: tuple[tuple[str, str], ...]  # (path, text) of the instruction files found
+    refused: tuple[Refused, ...] = ()  # instruction files found but not read, and why
 
 
 def compose(session: Session, facts: Facts, configured: str | None = None) -> str:
@@ -111,59 +130,53 @@ def mode_note(session: Session) -> str | None:
 # ---------------------------------------------------------------------- the environment
 
 
-def _gather(cwd: str, env: Mapping[str, str]) -> Facts:
-    root = _repo_root(cwd)
+def _gather(cwd: str, roots: Sequence[str], env: Mapping[str, str]) -> Facts:
+    """The environment's facts (a worker thread). Git runs with nothing the repository
+    configured (``gitstate``) and ``env``: the environment commands get."""
+    root = repo_root(cwd)
+    files, refused = _instruction_files(cwd, root, roots, env)
     return Facts(
         shell=env.get("SHELL") or "/bin/sh",
-        git=_git(cwd) if root else "not a git repository",
-        files=tuple(_instruction_files(cwd, root, env)),
+        git=state(root, cwd, env) if root else "not a git repository",
+        files=tuple(files),
+        refused=tuple(refused),
     )
 
 
-def _repo_root(cwd: str) -> str | None:
-    here = os.path.abspath(cwd)
-    while True:
-        if os.path.exists(os.path.join(here, ".git")):
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
-
-
-def _git(cwd: str) -> str:
-    import subprocess
-
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                             timeout=5, stdin=subprocess.DEVNULL, check=True)  # fmt: skip
-        return out.stdout.strip()
-
-    try:
-        try:
-            branch = git("symbolic-ref", "--short", "-q", "HEAD")  # an unborn branch too
-        except subprocess.CalledProcessError:
-            branch = "a detached HEAD at " + git("rev-parse", "--short", "HEAD")
-        changes = len(git("status", "--porcelain").splitlines())
-    except (OSError, subprocess.SubprocessError):
-        return "a git repository (its state could not be read)"
-    state = "clean" if not changes else f"{changes} uncommitted change(s)"
-    return f"a repository on branch {branch}, {state} at the start of the session"
-
-
-def _instruction_files(cwd: str, root: str | None, env: Mapping[str, str]) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
+def config_dir(env: Mapping[str, str]) -> str:
+    """The user's own acp-agent configuration directory (``$XDG_CONFIG_HOME/acp-agent``)."""
     config_home = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    user = os.path.join(config_home, "acp-agent", "AGENTS.md")
-    if os.path.isfile(user):
-        found.append(_read(user))
+    return os.path.join(config_home, "acp-agent")
+
+
+def _instruction_files(
+    cwd: str, root: str | None, roots: Sequence[str], env: Mapping[str, str]
+) -> tuple[list[tuple[str, str]], list[Refused]]:
+    """The instruction files found, read only where they may be (``projectfiles``): the
+    user's inside their configuration directory, the project's inside the session's
+    roots, or, for one found above the roots (up to the repository root), exactly
+    where it was found."""
+    found: list[tuple[str, str]] = []
+    refused: list[Refused] = []
+
+    def read(path: str, allowed: Sequence[str]) -> None:
+        got = read_project_text(path, allowed, max_bytes=MAX_INSTRUCTIONS_BYTES)
+        if isinstance(got, Refused):
+            refused.append(got)
+        else:
+            found.append((path, _bounded(got)))
+
+    user_dir = config_dir(env)
+    user = os.path.join(user_dir, "AGENTS.md")
+    if os.path.lexists(user):
+        read(user, [user_dir])
     nearest = _nearest(cwd, root or cwd)
     if nearest is not None:
-        found.append(_read(nearest))
+        read(nearest, [*roots, nearest])  # a file as a place: exactly that one
     local = os.path.join(root or cwd, ".acp-agent", "instructions.md")
-    if os.path.isfile(local):
-        found.append(_read(local))
-    return found
+    if os.path.lexists(local):
+        read(local, roots)
+    return found, refused
 
 
 def _nearest(cwd: str, top: str) -> str | None:
@@ -172,7 +185,7 @@ def _nearest(cwd: str, top: str) -> str | None:
         here = os.path.abspath(cwd)
         while True:
             path = os.path.join(here, name)
-            if os.path.isfile(path):
+            if os.path.lexists(path):
                 return path
             if here == os.path.abspath(top) or os.path.dirname(here) == here:
                 break
@@ -180,15 +193,11 @@ def _nearest(cwd: str, top: str) -> str | None:
     return None
 
 
-def _read(path: str) -> tuple[str, str]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read(MAX_INSTRUCTIONS_CHARS + 1)
-    except OSError as exc:
-        return path, f"(could not be read: {exc.strerror or exc})"
-    if len(text) > MAX_INSTRUCTIONS_CHARS:
+def _bounded(got: ProjectText) -> str:
+    text = got.text
+    if got.cut or len(text) > MAX_INSTRUCTIONS_CHARS:
         text = (
             text[:MAX_INSTRUCTIONS_CHARS].rstrip()
-            + f"\n\n[Cut at {MAX_INSTRUCTIONS_CHARS:,} characters; read {path} for the rest.]"
+            + f"\n\n[Cut at {MAX_INSTRUCTIONS_CHARS:,} characters; read {got.path} for the rest.]"
         )
-    return path, text.strip()
+    return text.strip()

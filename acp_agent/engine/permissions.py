@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import msgspec
 
 from .. import log
+from ..escaping import escaped
 from ..protocol import types as t
 
 if TYPE_CHECKING:
@@ -141,14 +142,15 @@ def permission_options(scope: Scope | None) -> list[t.PermissionOption]:
     reject = t.PermissionOption(option_id=REJECT_ONCE, name="Reject", kind="reject_once")
     if scope is None:
         return [once, reject]
+    label = escaped(scope.label)  # a command or a path the model chose: shown escaped
     return [
         once,
         t.PermissionOption(
-            option_id=ALLOW_ALWAYS, name=f"Always allow {scope.label}", kind="allow_always"
+            option_id=ALLOW_ALWAYS, name=f"Always allow {label}", kind="allow_always"
         ),
         reject,
         t.PermissionOption(
-            option_id=REJECT_ALWAYS, name=f"Always reject {scope.label}", kind="reject_always"
+            option_id=REJECT_ALWAYS, name=f"Always reject {label}", kind="reject_always"
         ),
     ]
 

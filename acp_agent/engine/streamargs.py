@@ -22,6 +22,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..escaping import escaped, escaped_locations
 from ..protocol import types as t
 
 if TYPE_CHECKING:
@@ -171,7 +172,8 @@ class LiveCall:
         if info is None or (info.title, info.locations) == self._shown:
             return None
         self._shown = (info.title, info.locations)
-        update = t.ToolCallUpdateSessionUpdate(tool_call_id=self.tool_call_id, title=info.title)
+        title = escaped(info.title)  # chosen by the model: shown escaped
+        update = t.ToolCallUpdateSessionUpdate(tool_call_id=self.tool_call_id, title=title)
         if info.locations:
-            update.locations = list(info.locations)
+            update.locations = escaped_locations(info.locations)
         return update

@@ -49,6 +49,7 @@ from .. import log
 from ..client import Client
 from ..conversation import AssistantMessage, TextPart, UserMessage
 from ..errors import InvalidParams, ProviderAuthError, ProviderError, ToolError
+from ..escaping import escaped
 from ..protocol import UNSET, UnsetType
 from ..protocol import types as t
 from ..sessions.session import Session, new_session_id
@@ -178,7 +179,7 @@ class Subagents:
             additional_directories=parent.additional_directories,
         )
         session.parent, session.mcp = parent, parent.mcp
-        child = _Child(session, parent, title, description, exposed)
+        child = _Child(session, parent, escaped(title), description, exposed)  # shown: escaped
         if exposed:
             child.kept = ChildLog(session)
             session.emit_fn = child.kept.stream(self.client)

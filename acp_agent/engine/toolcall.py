@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .. import log
 from ..conversation import TextPart, ToolCallPart, ToolResultMessage
 from ..errors import RemoteError, ToolError
+from ..escaping import escaped, escaped_locations
 from ..protocol import UNSET
 from ..protocol import types as t
 from ..tools.base import CallInfo, Tool, ToolContext
@@ -131,7 +132,7 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
     else:
         try:
             args = tool.parse(raw)
-            info = tool.describe(args, tctx)
+            info = as_shown(tool.describe(args, tctx))
         except ToolError as exc:
             problem = f"Invalid arguments for {call.name}: {exc.message}"
         except (KeyError, TypeError, ValueError) as exc:
@@ -169,7 +170,7 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
             status="completed",
             content=out.content or [_text(out.text)],
             raw_output=out.raw_output if out.raw_output is not None else {"output": out.text},
-            locations=out.locations if out.locations is not None else UNSET,
+            locations=escaped_locations(out.locations) if out.locations is not None else UNSET,
         )
     )
     return ToolResultMessage(call.call_id, call.name, [TextPart(out.text), *out.images])
@@ -207,7 +208,7 @@ async def _permit(
         r for p, r in zip(info.paths, real, strict=True) if r != p and not tctx.inside_roots(r)
     ]
     if links:  # the question says where links out of the roots lead: what would be touched
-        title += " (→ " + ", ".join(links) + ")"
+        title += " (→ " + escaped(", ".join(links)) + ")"
     try:
         outcome = await ctx.client.request_permission(
             session.id,
@@ -241,6 +242,14 @@ async def _permit(
     if option in (ALLOW_ONCE, ALLOW_ALWAYS):
         return None
     return "The user rejected this tool call."
+
+
+def as_shown(info: CallInfo) -> CallInfo:
+    """``info`` as the user is shown it: its title and locations (chosen by the model, or
+    named by the project's files) escaped (``escaping``); its paths, which the permission
+    policy judges and the tool operates on, unchanged."""
+    locations = tuple(escaped_locations(info.locations))
+    return replace(info, title=escaped(info.title), locations=locations)
 
 
 def _announce(shown: bool, call_id: str, title: str, name: str, kind: Any, raw: dict[str, Any],

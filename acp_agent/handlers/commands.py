@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..engine.compaction import compact_session
 from ..engine.permissions import MODE_IDS
+from ..engine.projectfiles import Refused, read_project_text
 from ..mcp import PromptError
 from ..protocol import UNSET
 from ..protocol import types as t
@@ -32,6 +33,7 @@ from .options import switch_mode, switch_model
 if TYPE_CHECKING:
     from .services import Services
 
+MAX_COMMAND_BYTES = 256 * 1024
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 #: (name, description, input hint or None)
@@ -96,10 +98,20 @@ def command_dirs(cwd: str, env: Mapping[str, str] = os.environ) -> list[str]:
     ]
 
 
-def load_prompt_commands(cwd: str, env: Mapping[str, str] = os.environ) -> dict[str, CommandFile]:
+def load_prompt_commands(
+    cwd: str,
+    env: Mapping[str, str] = os.environ,
+    roots: Sequence[str] | None = None,
+    refused: list[Refused] | None = None,
+) -> dict[str, CommandFile]:
+    """The prompt commands found. Each file is read only where it may be
+    (``projectfiles``): the user's inside their configuration directory, the project's
+    inside the session's ``roots`` (default: ``cwd``); the others are added to
+    ``refused``."""
     builtin = {name for name, _, _ in BUILTINS}
     found: dict[str, CommandFile] = {}
-    for directory in command_dirs(cwd, env):
+    user, project = command_dirs(cwd, env)
+    for directory, allowed in ((user, [os.path.dirname(user)]), (project, roots or [cwd])):
         try:
             names = sorted(os.listdir(directory))
         except OSError:
@@ -109,12 +121,12 @@ def load_prompt_commands(cwd: str, env: Mapping[str, str] = os.environ) -> dict[
             if ext != ".md" or not _NAME.match(stem) or stem in builtin:
                 continue
             path = os.path.join(directory, filename)
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    text = fh.read(256 * 1024)
-            except (OSError, UnicodeDecodeError):
+            got = read_project_text(path, allowed, max_bytes=MAX_COMMAND_BYTES)
+            if isinstance(got, Refused):
+                if refused is not None:
+                    refused.append(got)
                 continue
-            meta, body = _front_matter(text)
+            meta, body = _front_matter(got.text)
             first_line = next((ln.strip() for ln in body.splitlines() if ln.strip()), stem)
             description = meta.get("description") or first_line[:80]
             hint = meta.get("argument-hint") or ("arguments" if "$ARGUMENTS" in body else None)

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from .. import log
 from ..engine.permissions import MODE_IDS
+from ..engine.projectfiles import Refused
 from ..errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
+from ..escaping import escaped
 from ..mcp import McpHub
 from ..protocol import UnsetType
 from ..protocol import types as t
@@ -34,9 +36,7 @@ from .options import config_options, modes
 if TYPE_CHECKING:
     from ..sessions.records import Record
     from ..sessions.replay import State
-    from ..sessions.session import ClientPrompt, Session
     from ..sessions.store import Snapshot
-    from ..sessions.transcript import Uses
     from .services import Services
 
     Reading = tuple[Snapshot, Uses]
@@ -346,7 +346,13 @@ async def _register(
     sv: Services, session: Session, servers: Sequence[t.McpServerAny] | UnsetType
 ) -> None:
     sv.sessions.add(session)
-    session.prompt_commands = await asyncio.to_thread(load_prompt_commands, session.cwd)
+    refused: list[Refused] = []
+    session.prompt_commands = await asyncio.to_thread(
+        load_prompt_commands, session.cwd, roots=session.roots, refused=refused
+    )
+    for refusal in refused:  # told once the client has the session
+        why = escaped(f"{refusal.path}: {refusal.reason}.")
+        session.pending_notices.append(("warning", "Command file skipped", why))
     attach(sv, session, servers)
 
 
@@ -374,7 +380,8 @@ def attach(sv: Services, session: Session, servers: Sequence[t.McpServerAny] | U
             return response
 
         session.mcp = McpHub(
-            list(servers), cwd=session.cwd, on_problem=problem, on_change=changed, acp=acp
+            list(servers), cwd=session.cwd, on_problem=problem, on_change=changed, acp=acp,
+            env=sv.turns.child_env,  # the commands' environment: no secrets (childenv)
         )
         session.mcp.start()
 

@@ -25,9 +25,11 @@ from ..engine.context import frame_tokens
 from ..engine.instructions import system_prompt
 from ..engine.notices import notify
 from ..engine.permissions import Rules
+from ..engine.projectfiles import Refused
 from ..engine.subagents import Subagents
 from ..engine.world import TurnContext, TurnLimits
 from ..errors import ProviderError
+from ..escaping import escaped
 from ..providers.models import ModelInfo
 from ..providers.pool import Models
 from ..providers.resilient import Resilient
@@ -62,6 +64,7 @@ class Turns:
         self._prebuilt: weakref.WeakKeyDictionary[Session, tuple[str, str, str]] = (
             weakref.WeakKeyDictionary()
         )  # a session's system prompt built before its first turn, with its mode and model
+        self._told_refused: set[tuple[str, str]] = set()  # (session id, file) told once
 
     async def context(self, session: Session, client: Client | None = None) -> TurnContext:
         """Everything a turn of ``session`` needs (``client``: the editor as this
@@ -73,7 +76,7 @@ class Turns:
         ahead = self._prebuilt.pop(session, None)
         if ahead and session.system_text is ahead[0] and (session.mode, session.model) != ahead[1:]:
             session.system_text = None  # changed since it was built ahead: build it now
-        system = await system_prompt(session, configured=config.system_prompt)
+        system = await self.system_prompt(session)
         session.frame_tokens = frame_tokens(system, tools.specs())
         limits = config.limits
         return TurnContext(
@@ -91,6 +94,26 @@ class Turns:
                 compact_at=limits.compact_at,
             ),
             env=self.child_env,
+        )
+
+    async def system_prompt(self, session: Session) -> str:
+        """The session's system prompt (``instructions``; git run with the commands'
+        environment); each instruction file that was not read is told to the user, once
+        per session and file (a notice, else an agent message)."""
+
+        async def refused(refusal: Refused) -> None:
+            key = (session.id, refusal.path)
+            if key not in self._told_refused:
+                self._told_refused.add(key)
+                await notify(self.client, session, "warning", "Instruction file skipped",
+                             escaped(f"{refusal.path}: {refusal.reason}."),
+                             fallback=True)  # fmt: skip
+
+        return await system_prompt(
+            session,
+            configured=self.models.config.system_prompt,
+            env=self.child_env,
+            refused=refused,
         )
 
     def facts(self, session: Session) -> ModelInfo:
@@ -167,7 +190,7 @@ class Turns:
         if ahead is not None and not session.busy:
             self.background(ahead.connect())  # (a turn under way makes its own)
         if session.system_text is None:
-            text = await system_prompt(session, configured=self.models.config.system_prompt)
+            text = await self.system_prompt(session)
             self._prebuilt[session] = (text, session.mode, session.model)
         await self.rules_for(session)
         self.tools_for(session)

@@ -19,6 +19,7 @@ from typing import Any, TextIO, TypeVar
 import msgspec
 from msgspec import UnsetType
 
+from ..escaping import escaped
 from ..protocol import types as t
 
 T = TypeVar("T")
@@ -54,7 +55,8 @@ class Call:
     raw_output: Any = None
 
     def merge(self, u: t.ToolCall | t.ToolCallUpdateSessionUpdate) -> None:
-        self.title = _given(u.title, self.title)
+        title = _given(u.title, self.title)
+        self.title = None if title is None else escaped(title)  # never shown raw
         self.name = _given(u.name, self.name)
         self.kind = _given(u.kind, self.kind)
         self.status = _given(u.status, self.status)
@@ -201,9 +203,8 @@ class Renderer(View):
                 self._tool(*tracked)
             case t.Notice(title=title, description=description):
                 self._switch(None)
-                self.out.write(
-                    self.s("33", f"! {title}") + (f": {description}" if description else "") + "\n"
-                )
+                said = f": {escaped(description)}" if description else ""
+                self.out.write(self.s("33", f"! {escaped(title)}") + said + "\n")
         self.out.flush()
 
     def _tool(self, call: Call, before: t.ToolCallStatus | None) -> None:
@@ -249,7 +250,7 @@ class Renderer(View):
     def question(self, req: t.RequestPermissionRequest, choices: str) -> None:
         self._switch(None)
         self.out.flush()
-        title = req.tool_call.title or "a tool call"
+        title = escaped(req.tool_call.title or "a tool call")
         self.err.write(f"\nAllow {title}? {choices}: ")
         self.err.flush()
 
@@ -291,7 +292,7 @@ class JsonLines(View):
         self.err.flush()
 
     def question(self, req: t.RequestPermissionRequest, choices: str) -> None:
-        self.err.write(f"Allow {req.tool_call.title or 'a tool call'}? {choices}: ")
+        self.err.write(f"Allow {escaped(req.tool_call.title or 'a tool call')}? {choices}: ")
         self.err.flush()
 
 

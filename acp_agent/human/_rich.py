@@ -25,6 +25,7 @@ from rich.spinner import Spinner
 from rich.syntax import Syntax
 from rich.text import Text
 
+from ..escaping import escaped
 from ..protocol import types as t
 from ._render import Call, View, block_text, diff_lines
 
@@ -195,8 +196,9 @@ class RichView(View):
                 self._tool(u.tool_call_id, *tracked)
             case t.Notice(title=title, description=description):
                 self._flush(final=True)
-                line = Text("! " + title, style="yellow")
-                self._print(line.append(f": {description}" if description else ""))
+                line = Text("! " + escaped(title), style="yellow")
+                said = f": {escaped(description)}" if description else ""
+                self._print(line.append(said))
             case t.CurrentModeUpdate(current_mode_id=mode):
                 self.note(f"mode: {mode}")
             case _:
@@ -270,7 +272,7 @@ class RichView(View):
 
     def question(self, req: t.RequestPermissionRequest, choices: str) -> None:
         call = self.calls.get(req.tool_call.tool_call_id)
-        title = req.tool_call.title or (call.label if call else "a tool call")
+        title = escaped(req.tool_call.title or (call.label if call else "a tool call"))
         self._print(Text.assemble(("? ", "bold yellow"), ("Allow ", "bold"), (title, "bold"),
                                   ("?", "bold")))  # fmt: skip
         preview = _preview(req.tool_call.raw_input, title)
@@ -313,6 +315,7 @@ def _preview(raw: Any, title: str) -> RenderableType | None:
         return None
     command, path = raw.get("command"), raw.get("path")
     if isinstance(command, str):
+        command = escaped(command, lines=True)
         return None if command in title else Text("$ " + command, style="dim")
     old, new = raw.get("old_string"), raw.get("new_string")
     if isinstance(path, str) and isinstance(old, str) and isinstance(new, str):
