@@ -29,6 +29,8 @@ a remembered answer: it asks every time (``bypass`` excepted).
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
 import shlex
 from collections.abc import Callable, Iterator
@@ -180,8 +182,6 @@ class Rules:
     def for_project(
         cls, state_dir: str, cwd: str, save_with: Callable[[Callable[[], None]], None] | None = None
     ) -> Rules:
-        import hashlib
-
         name = hashlib.sha256(os.path.realpath(cwd).encode()).hexdigest()[:32]
         return cls(os.path.join(state_dir, "permissions", f"{name}.json"), save_with)
 
@@ -234,8 +234,6 @@ def _read(path: str) -> _RulesFile:
 
 @contextlib.contextmanager
 def _locked(path: str) -> Iterator[None]:
-    import fcntl
-
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:

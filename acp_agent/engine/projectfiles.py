@@ -21,6 +21,7 @@ subdirectory) is read only where it was found.
 from __future__ import annotations
 
 import codecs
+import fcntl
 import os
 import stat
 import sys
@@ -71,8 +72,6 @@ def _opened_path(fd: int, fallback: str) -> str:
         except OSError:
             pass
     elif sys.platform == "darwin":
-        import fcntl
-
         try:
             raw = fcntl.fcntl(fd, 50, b"\0" * 1024)  # F_GETPATH
             return raw.split(b"\0", 1)[0].decode(errors="surrogateescape")

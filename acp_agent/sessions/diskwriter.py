@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import errno
+import fcntl
 import os
 import queue
 import threading
@@ -164,8 +165,6 @@ class LogFile:
             if self.fd < 0:
                 raise OSError(errno.EBADF, "the log is not open")
             return
-        import fcntl
-
         os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
         try:

@@ -11,6 +11,7 @@ checked, or nothing.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat
 import sys
@@ -29,8 +30,6 @@ def _fd_path(fd: int) -> str | None:
         except OSError:
             return None
     if sys.platform == "darwin":
-        import fcntl
-
         try:
             raw = fcntl.fcntl(fd, 50, b"\0" * 1024)  # F_GETPATH
         except OSError:
