@@ -244,14 +244,18 @@ async def test_three_steers_keep_their_order(
         assert len({i for i, _ in shown}) == 3
 
 
-async def test_a_steer_during_the_last_answer_gets_one_more_request(
+@pytest.mark.parametrize("finish", ["stop", "length"])
+async def test_a_steer_during_the_last_answer(
     checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path,
-    server: FakeLLMServer,
+    server: FakeLLMServer, finish: str,
 ) -> None:  # fmt: skip
-    """Sent while the model streams what would be its last answer: the stream is not cut,
-    and the turn asks the model once more, with the steer after that answer."""
+    """Sent while the model streams what would be its last answer: the stream is not cut.
+    The model ending its turn: the turn asks it once more, with the steer after that
+    answer. The answer cut by the token limit (no choice of the model's): no further
+    request; the steer is shown and kept as not acted upon, and the next turn's request
+    is valid."""
     hold = asyncio.Event()
-    server.enqueue(Reply([Text("first "), Text("answer"), Finish("stop")], hold=hold,
+    server.enqueue(Reply([Text("first "), Text("answer"), Finish(finish)], hold=hold,
                          hold_at="first"),
                    Reply([Text("second answer"), Finish("stop")]))  # fmt: skip
     async with agent_for(checker, state_dir, tmp_path, server, "chat") as agent:
@@ -261,11 +265,20 @@ async def test_a_steer_during_the_last_answer_gets_one_more_request(
         await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
         assert await steer(agent, sid, "and then?") == {"outcome": "injected"}
         hold.set()
-        assert (await turn)["result"]["stopReason"] == "end_turn"
-        assert conversation("chat", server.requests[1])[-3:] == [
-            ("user", "go"), ("assistant", "first answer"), ("user", "and then?")]
-        assert [text for k, _, text in said(agent, sid)] == [
-            "first answer", "and then?", "second answer"]
+        stop = (await turn)["result"]["stopReason"]
+        if finish == "stop":
+            assert stop == "end_turn"
+            assert conversation("chat", server.requests[1])[-3:] == [
+                ("user", "go"), ("assistant", "first answer"), ("user", "and then?")]
+            assert [text for k, _, text in said(agent, sid)] == [
+                "first answer", "and then?", "second answer"]
+            return
+        assert stop == "max_tokens" and len(server.requests) == 1
+        assert [text for k, _, text in said(agent, sid)] == ["first answer", "and then?"]
+        assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"
+        history = conversation("chat", server.requests[1])
+        assert history[-3] == ("assistant", "first answer")
+        assert history[-2][1].startswith(NOT_ACTED) and history[-2][1].endswith("and then?")
 
 
 async def test_no_running_turn_starts_one(
@@ -457,32 +470,6 @@ def test_the_fake_refuses_text_before_the_tool_results() -> None:
     assert "at the beginning of this message" in refused.body["error"]["message"]
 
 
-async def test_a_steer_pending_when_the_answer_is_cut_is_kept_not_acted_upon(
-    checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path,
-    server: FakeLLMServer,
-) -> None:  # fmt: skip
-    """The turn stops on the token limit, not by the model's choice: no further request;
-    the steer is shown and kept as not acted upon, and the next turn's request is valid."""
-    hold = asyncio.Event()
-    server.enqueue(Reply([Text("very "), Text("long"), Finish("length")], hold=hold,
-                         hold_at="very"),
-                   Reply([Text("ok"), Finish("stop")]))  # fmt: skip
-    async with agent_for(checker, state_dir, tmp_path, server, "chat") as agent:
-        await agent.initialize()
-        sid = await agent.new_session(workspace)
-        turn = prompting(agent, sid, "go")
-        await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
-        assert await steer(agent, sid, "shorter") == {"outcome": "injected"}
-        hold.set()
-        assert (await turn)["result"]["stopReason"] == "max_tokens"
-        assert len(server.requests) == 1
-        assert [text for k, _, text in said(agent, sid)] == ["very long", "shorter"]
-        assert (await agent.prompt(sid, "again"))["stopReason"] == "end_turn"
-        history = conversation("chat", server.requests[1])
-        assert history[-3] == ("assistant", "very long")
-        assert history[-2][1].startswith(NOT_ACTED) and history[-2][1].endswith("shorter")
-
-
 async def test_a_session_owned_elsewhere_is_steered_once_its_owner_lets_go(
     checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path,
     server: FakeLLMServer,
@@ -508,3 +495,19 @@ async def test_a_session_owned_elsewhere_is_steered_once_its_owner_lets_go(
         await server.wait_for_requests(2)
         assert conversation("chat", server.requests[1])[-2:] == [
             ("assistant", "one"), ("user", "let me")]
+
+
+async def test_the_agent_exits_cleanly_with_a_started_turn_running(
+    scripted: Any, workspace: str
+) -> None:
+    """stdin closes while a turn a steer started still streams (and another steer waits
+    in it): the turn is cancelled like any other and the process exits 0."""
+    agent = scripted([[{"text": "working "}, {"hang": True}]])
+    async with agent:
+        await agent.initialize()
+        sid = await agent.new_session(workspace)
+        assert await steer(agent, sid, "go on") == {"outcome": "startedNewTurn"}
+        await agent.wait_for(lambda: bool(agent.updates_of(sid, "agent_message_chunk")))
+        assert await steer(agent, sid, "and more") == {"outcome": "injected"}
+        assert await agent.close() == 0
+    assert b"Traceback" not in agent.stderr
