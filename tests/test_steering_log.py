@@ -160,8 +160,9 @@ def not_acted(session: Session) -> list[str]:
 
 
 async def steer_now(sv: Services, session: Session, s: str) -> str:
-    response = await handler.steer(sv, session.id, [text(s)], start_when_idle=True)
-    return response.outcome
+    steered = await handler.steer(sv, session.id, [text(s)], start_when_idle=True)
+    assert steered.message_id is not None
+    return steered.outcome
 
 
 async def test_a_started_turn_cancelled_before_its_first_step(

@@ -44,12 +44,14 @@ ACP is discussing the same behaviour as a standard method, ``session/inject`` (R
 agent-client-protocol#1261, draft schema #2043): content plus a ``queue`` or ``steer``
 mode, an agent-owned message id in the result, delivery echoed as a user message. It is
 not in the pinned schema; :func:`steer` is the seam it can reuse (mode ``steer``, with
-``start_when_idle``; the message id is the ``PendingSteer``'s).
+``start_when_idle``): it answers a :class:`Steered`, whose ``message_id`` is the
+agent-owned id such a method returns; ``_session/steering`` maps it to its outcomes.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import log
@@ -66,11 +68,29 @@ if TYPE_CHECKING:
     from .services import Services
 
 
+@dataclass(frozen=True, slots=True)
+class Steered:
+    """What became of a steer: ``injected``, ``startedNewTurn`` or ``promptRequired``, and
+    the message's id when the agent kept it (its ``user_message_chunk``s', or the
+    ``Prompt``'s of the turn it started)."""
+
+    outcome: str
+    message_id: str | None = None
+
+
+_ANSWERS = {
+    "injected": wire.INJECTED,
+    "startedNewTurn": wire.STARTED_NEW_TURN,
+    "promptRequired": wire.NO_RUNNING_TURN,
+}
+
+
 async def steering(sv: Services, p: wire.SteeringRequest) -> wire.SteeringResponse:
     """``_session/steering``."""
     start = idle_behavior(p.meta) is None
     try:
-        return await steer(sv, p.session_id, p.prompt, start_when_idle=start)
+        steered = await steer(sv, p.session_id, p.prompt, start_when_idle=start)
+        return _ANSWERS[steered.outcome]
     except AcpError:
         raise
     except Exception:  # a bug: the log has the traceback; the client an answer it knows
@@ -98,7 +118,7 @@ def idle_behavior(meta: dict[str, Any] | object) -> str | None:
 
 async def steer(
     sv: Services, session_id: str, blocks: list[t.ContentBlock], *, start_when_idle: bool
-) -> wire.SteeringResponse:
+) -> Steered:
     """Put ``blocks`` into ``session_id``'s running turn, or start a turn with them
     (``start_when_idle``), or hand them back. Everything from reading the session's
     turns to placing the message happens in one step (no ``await``), so messages keep
@@ -113,14 +133,14 @@ async def steer(
         await take_over(sv, session)  # as a prompt would (-32600 if another process has it)
         turn = target(session)  # a turn may have started meanwhile
     if turn is None and not start_when_idle:
-        return wire.NO_RUNNING_TURN
+        return Steered("promptRequired")
     parts = user_parts(blocks, images=images)
     message = PendingSteer(session.new_message_id(), blocks, UserMessage(parts))
     if turn is not None:
         accept(session, turn, message)
-        return wire.INJECTED
+        return Steered("injected", message.message_id)
     start_turn(sv, session, message)
-    return wire.STARTED_NEW_TURN
+    return Steered("startedNewTurn", message.message_id)
 
 
 def start_turn(sv: Services, session: Session, first: PendingSteer) -> None:
