@@ -343,6 +343,7 @@ class Methods:
         defs = schema_defs()
         by_method = {d["x-method"]: name for name, d in defs.items()
                      if d.get("x-side") == "agent" and not name.endswith("Response")}
+        by_method["_session/steering"] = "PromptRequest"  # the extension: the same params
         self.strategies = {
             method: generator.definition(by_method[method]) for method in self.methods()
         }

@@ -316,6 +316,7 @@ REQUESTS: dict[str, Callable[[str], Message]] = {
     "session/archive": lambda ws: {"sessionId": "s"},
     "session/unarchive": lambda ws: {"sessionId": "s"},
     "session/prompt": lambda ws: prompt("s", "hi"),
+    "_session/steering": lambda ws: prompt("s", "hi"),
     "session/set_mode": lambda ws: {"sessionId": "s", "modeId": "ask"},
     "session/set_config_option": lambda ws: {"sessionId": "s", "configId": "mode", "value": "ask"},
     "logout": lambda ws: {},

@@ -48,6 +48,7 @@ from ..providers.base import (
 )
 from ..providers.models import ModelInfo
 from ..sessions.session import Session
+from ..sessions.steers import join
 from .compaction import make_room, maybe_compact
 from .context import prune
 from .instructions import mode_note
@@ -65,17 +66,38 @@ class StepResult:
 
 async def before_request(ctx: TurnContext) -> None:
     """Before every model request of a turn (mid-turn too): tell the model of a mode
-    change, stub old large results past ``prune_at``, compact past ``compact_at``."""
+    change, stub old large results past ``prune_at``, compact past ``compact_at``, then
+    add the messages the client sent into the turn since the last request (after the
+    tool results: the calls in flight have finished; a stream is never cut for them)."""
     session = ctx.session
     note = mode_note(session)  # the mode changed since the model was told
     if note is not None:
         session.add_message(UserMessage([TextPart(note)]))
     prune(session, window(ctx), ctx.limits.prune_at)
     await maybe_compact(ctx)
+    if ctx.steers is not None:
+        for steer in ctx.steers.take():
+            await join(session, steer)
+
+
+def _steered(ctx: TurnContext) -> bool:
+    """Messages were sent into the turn since its last request: the model answers them
+    in the same turn (one more request)."""
+    return ctx.steers is not None and bool(ctx.steers.pending)
 
 
 async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
-    """Run one turn; returns the stop reason and the turn's token usage."""
+    """Run one turn; returns the stop reason and the turn's token usage. Once it returns
+    (or raises) the turn takes no more messages from the client: one sent later starts
+    the next turn (``handlers/steering``)."""
+    try:
+        return await _requests(ctx, user)
+    finally:
+        if ctx.steers is not None:
+            ctx.steers.close()  # in the same step as the last check of ``_steered``
+
+
+async def _requests(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
     session = ctx.session
     session.add_message(user)
     totals = t.Usage(total_tokens=0, input_tokens=0, output_tokens=0)
@@ -111,6 +133,8 @@ async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
                 session.truncate_history(start)
             return "refusal", totals
         if not step.calls:
+            if _steered(ctx):
+                continue
             return "end_turn", totals
         await run_tools(ctx, step.calls)
     return "max_turn_requests", totals

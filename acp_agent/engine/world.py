@@ -23,6 +23,7 @@ from .permissions import Rules, offered
 if TYPE_CHECKING:
     from ..client import Client
     from ..sessions.session import Session
+    from ..sessions.steers import Steers
     from ..tools.base import Toolset
 
 THINKING_LEVELS = ("off", "low", "medium", "high")
@@ -63,6 +64,9 @@ class TurnContext:
     interrupted_by: Callable[[], str | None] = _by_the_user
     """While the turn unwinds from a cancellation: why, when it was not the user (the turn
     ran out of time), for the tool calls and the history it leaves behind."""
+    steers: Steers | None = None
+    """The messages the client sends into the turn while it runs (``_session/steering``):
+    each joins before the next model request (subagents' turns take none)."""
 
 
 @dataclass(slots=True)

@@ -3,10 +3,11 @@
 Each method is routed to the module that owns it: ``lifecycle`` (sessions), ``catalog``
 (listing, titles, status, archiving), ``prompting`` (prompts and their cancellation),
 ``options`` (modes and config options), ``auth`` (authentication, ``logout``,
-``auth/status``), ``endpoints`` (``providers/*``). The capabilities advertised by
-``initialize`` are exactly the methods routed here. Requests naming a subagent's session
-are refused (those sessions take ``session/cancel`` only; ``catalog``'s methods do not
-know them).
+``auth/status``), ``endpoints`` (``providers/*``), ``steering`` (the ``_session/steering``
+extension). The capabilities advertised by ``initialize`` are exactly the methods routed
+here (the extension's in the result's top-level ``_meta``, where its clients read it).
+Requests naming a subagent's session are refused (those sessions take ``session/cancel``
+only; ``catalog``'s methods do not know them).
 Until ``initialize`` has been received, every other request is refused (-32600) and
 notifications are ignored.
 """
@@ -22,6 +23,7 @@ from ..client import ClientProxy
 from ..config import Config
 from ..errors import InvalidRequest
 from ..protocol import UNSET
+from ..protocol import steering as steer_wire
 from ..protocol import types as t
 from ..providers.pool import Models
 from ..rpc.connection import Route
@@ -170,6 +172,9 @@ class Agent:
                 ),
             ),
             "session/cancel": Route(t.CancelNotification, self.cancel, notification=True),
+            steer_wire.METHOD: Route(
+                steer_wire.SteeringRequest, guarded(lambda: services.steering.steering)
+            ),
             "session/set_mode": Route(
                 t.SetSessionModeRequest, guarded(lambda: services.options.set_mode)
             ),
@@ -223,6 +228,7 @@ class Agent:
             ),
             auth_methods=auth.auth_methods(self.config, self.client.capabilities),
             agent_info=t.Implementation(name="acp-agent", title="acp-agent", version=__version__),
+            meta=steer_wire.ADVERTISED,
         )
 
     async def authenticate(self, p: t.AuthenticateRequest) -> t.AuthenticateResponse:

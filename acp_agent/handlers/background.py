@@ -15,10 +15,15 @@ class Background:
         self._tasks: set[asyncio.Future[Any]] = set()
 
     def __call__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.start(coro)
+
+    def start(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """:meth:`__call__`, returning the task (it has not run yet)."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_log_failure)
+        return task
 
 
 def _log_failure(task: asyncio.Future[Any]) -> None:

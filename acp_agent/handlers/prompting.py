@@ -32,11 +32,12 @@ from ..errors import (
 from ..protocol import types as t
 from ..sessions.replay import prompt_text
 from ..sessions.session import make_title
+from ..sessions.steers import chunks, settle
 from .commands import dispatch
 from .lifecycle import take_over
 
 if TYPE_CHECKING:
-    from ..sessions.session import Session
+    from ..sessions.session import Session, Turn
     from .services import Services
 
 TURN_TIMEOUT = "limits.turn-timeout"
@@ -44,20 +45,29 @@ TURN_TIMEOUT = "limits.turn-timeout"
 
 async def prompt(sv: Services, p: t.PromptRequest) -> t.PromptResponse:
     session = sv.sessions.require(p.session_id)
-    _check(p.prompt, images=sv.models.model_info_for(session.model).supports_images)
+    check(p.prompt, images=sv.models.model_info_for(session.model).supports_images)
     if session.read_only:
         await take_over(sv, session)
-    turn = session.begin_turn()
+    return await run_prompt(sv, session, session.begin_turn(), p.prompt)
+
+
+async def run_prompt(
+    sv: Services, session: Session, turn: Turn, blocks: list[t.ContentBlock] | None
+) -> t.PromptResponse:
+    """Run the registered ``turn`` once the session's turns before it are done.
+    ``blocks`` ``None``: a turn a steer started, whose prompt is its first steer."""
     try:
         async with session.lock:
             if turn.cancel_requested:
+                await settle(session, turn.steers)
                 return t.PromptResponse(stop_reason="cancelled")
             with log.bound(session_id=session.id):
-                return await _run(sv, session, p.prompt)
+                return await _run(sv, session, turn, blocks)
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if turn.cancel_requested and task is not None:
             task.uncancel()
+            settle_unrun(sv, session, turn)  # cancelled while queued
             return t.PromptResponse(stop_reason="cancelled")
         raise
     except ProviderAuthError as exc:
@@ -74,6 +84,20 @@ async def prompt(sv: Services, p: t.PromptRequest) -> t.PromptResponse:
         session.end_turn(turn)
 
 
+def settle_unrun(sv: Services, session: Session, turn: Turn) -> None:
+    """``turn`` ends without having run: the messages sent into it are kept as not acted
+    upon, in their place: after the turn running now (soon, not waited for)."""
+    turn.steers.close()
+    if not turn.steers.pending:
+        return
+
+    async def in_place() -> None:
+        async with session.lock:
+            await settle(session, turn.steers)
+
+    sv.background(in_place())
+
+
 def cancel_prompt(sv: Services, p: t.PromptRequest, task: asyncio.Task[None]) -> None:
     """``$/cancel_request`` naming one prompt: that prompt's turn (running or queued)
     answers ``cancelled``; the session's other prompts go on (``session/cancel`` is the
@@ -83,9 +107,18 @@ def cancel_prompt(sv: Services, p: t.PromptRequest, task: asyncio.Task[None]) ->
         session.cancel_task(task)
 
 
-async def _run(sv: Services, session: Session, blocks: list[t.ContentBlock]) -> t.PromptResponse:
+async def _run(
+    sv: Services, session: Session, turn: Turn, blocks: list[t.ContentBlock] | None
+) -> t.PromptResponse:
     info = sv.models.model_info_for(session.model)
-    session.record_prompt(blocks, prompt_text(blocks))
+    if blocks is None:  # the steer that started the turn is its prompt, shown as it starts
+        first, *rest = turn.steers.take()
+        turn.steers.pending.extend(rest)
+        blocks = first.blocks
+        session.record_prompt(blocks, prompt_text(blocks), first.message_id)
+        await session.replay(chunks(first))
+    else:
+        session.record_prompt(blocks, prompt_text(blocks))
     stop = "error"
     limit = sv.config.limits.turn_timeout
     deadline = asyncio.timeout(limit)
@@ -106,6 +139,7 @@ async def _run(sv: Services, session: Session, blocks: list[t.ContentBlock]) -> 
             user = UserMessage(user_parts(command, images=info.supports_images))
             ctx = await sv.turns.context(session)
             ctx.interrupted_by = interrupted_by
+            ctx.steers = turn.steers
             stop, usage = await run_turn(ctx, user)
             named = session.titled_by_client or session.title is not None
             if stop == "end_turn" and not named and session.first_prompt:
@@ -123,10 +157,11 @@ async def _run(sv: Services, session: Session, blocks: list[t.ContentBlock]) -> 
             " what it did so far is kept"
         ) from None
     finally:
+        await settle(session, turn.steers)  # what did not join is kept, not acted upon
         await session.record_turn_end(stop)
 
 
-def _check(blocks: list[t.ContentBlock], *, images: bool) -> None:
+def check(blocks: list[t.ContentBlock], *, images: bool) -> None:
     for i, block in enumerate(blocks):
         if isinstance(block, t.AudioContent):
             raise InvalidParams(

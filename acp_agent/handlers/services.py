@@ -21,7 +21,7 @@ from ..mcp import deliver
 from ..providers.pool import Models
 from ..sessions.registry import OpenSessions
 from ..sessions.session import Session
-from . import catalog, endpoints, lifecycle, options, prompting
+from . import catalog, endpoints, lifecycle, options, prompting, steering
 from .background import Background
 from .turns import Turns
 from .warmup import Warmup
@@ -34,6 +34,7 @@ __all__ = [
     "lifecycle",
     "options",
     "prompting",
+    "steering",
 ]
 
 

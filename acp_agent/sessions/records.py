@@ -1,7 +1,8 @@
 """The session log's format: one JSON object per line, tagged by ``"r"``.
 
 A log is a :class:`Header` then records in the order things happened: the user's
-:class:`Prompt` (as the client sent it), every :class:`Update` the client was shown
+:class:`Prompt` (as the client sent it), the messages sent into a running turn
+(:class:`Steer`, when accepted), every :class:`Update` the client was shown
 (message and thought chunks coalesced per message), every update its exposed subagents
 showed (:class:`ChildUpdate`), every change to the model's history
 (:class:`AddMessage`, :class:`TruncateHistory`, :class:`ReplaceHistory`), the session's
@@ -52,6 +53,17 @@ class Header(_Record, tag="header"):
 
 class Prompt(_Record, tag="prompt"):
     """A user prompt as the client sent it (replayed as ``user_message_chunk``s)."""
+
+    message_id: str
+    blocks: list[t.ContentBlock]
+    at: str
+
+
+class Steer(_Record, tag="steer"):
+    """A message the client sent into a running turn (``_session/steering``), as sent,
+    when it was accepted. It then appears under the same id: shown where it joined the
+    conversation (``user_message_chunk`` updates), or as the ``Prompt`` of the turn it
+    started. One that never does was pending when the process died."""
 
     message_id: str
     blocks: list[t.ContentBlock]
@@ -142,6 +154,7 @@ class Archived(_Record, tag="archived"):
 Record: TypeAlias = (
     Header
     | Prompt
+    | Steer
     | Update
     | ChildUpdate
     | AddMessage
@@ -335,7 +348,7 @@ class MetaFold:
             )
         elif meta is None:
             return
-        elif isinstance(record, Prompt | TurnEnd):
+        elif isinstance(record, Prompt | Steer | TurnEnd):
             meta.updated_at = max(meta.updated_at, record.at)
         elif isinstance(record, Roots):
             meta.cwd, meta.additional_directories = record.cwd, list(record.additional_directories)

@@ -16,6 +16,7 @@ from ..conversation import (
     TextPart,
     ToolCallPart,
     ToolResultMessage,
+    UserMessage,
     apply_stubs,
 )
 from ..protocol import UNSET
@@ -31,11 +32,13 @@ from .records import (
     ReplaceHistory,
     Roots,
     Settings,
+    Steer,
     TruncateHistory,
     TurnEnd,
     Update,
     UsageTotals,
 )
+from .steers import NOT_ACTED_UPON
 from .transcript import INTERRUPTED, Uses
 
 __all__ = ["INTERRUPTED", "State", "prompt_text", "restore", "scan"]
@@ -87,6 +90,7 @@ def scan(records: Iterable[Record]) -> tuple[State, Uses]:
 def restore(records: Iterable[Record]) -> State:
     state = State()
     open_calls: list[ToolCallPart] = []  # asked for by the model, not answered yet
+    steers: dict[str, Steer] = {}  # accepted, not yet shown nor the prompt of a turn
     in_turn = False
     history = state.history
     for record in records:
@@ -96,6 +100,8 @@ def restore(records: Iterable[Record]) -> State:
             of = type(update)
             if of is t.AgentMessageChunk or of is t.AgentThoughtChunk:
                 state.next_message_id = _after(state.next_message_id, update.message_id)
+            elif of is t.UserMessageChunk:  # a steer joined (see ``steers``)
+                steers.pop(update.message_id, None)
             elif of is t.ToolCall:
                 state.next_tool_id = _after(state.next_tool_id, update.tool_call_id)
             elif of is t.SessionInfoUpdate and update.title is not UNSET:
@@ -111,6 +117,9 @@ def restore(records: Iterable[Record]) -> State:
                     open_calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
             history.append(message)
         elif isinstance(record, Prompt):
+            steers.pop(record.message_id, None)
+            if in_turn:  # the process died in the turn before
+                open_calls = _unread(history, open_calls, steers)
             in_turn = True
             state.next_message_id = _after(state.next_message_id, record.message_id)
             if state.first_prompt is None:
@@ -131,6 +140,9 @@ def restore(records: Iterable[Record]) -> State:
             state.instructions = record
         elif isinstance(record, PruneResults):
             history[:] = apply_stubs(history, set(record.call_ids))
+        elif isinstance(record, Steer):
+            steers[record.message_id] = record
+            state.next_message_id = _after(state.next_message_id, record.message_id)
         elif isinstance(record, TurnEnd):
             in_turn = False
         elif isinstance(record, Roots):
@@ -142,7 +154,7 @@ def restore(records: Iterable[Record]) -> State:
             state.cwd, state.created_at = record.cwd, record.created_at
             state.additional_directories = list(record.additional_directories)
             state.forked_from = record.forked_from
-    _close(history, open_calls)
+    _unread(history, open_calls, steers)
     if in_turn:  # the process died mid-turn: the message it was streaming (at most one,
         state.next_message_id += 1  # buffered < 100 ms) may have an id the log lacks
     return state
@@ -154,6 +166,20 @@ def _close(history: list[Message], calls: list[ToolCallPart]) -> None:
     the writing process held in memory."""
     for call in calls:
         history.append(ToolResultMessage(call.call_id, call.name, [TextPart(INTERRUPTED)], True))
+
+
+def _unread(
+    history: list[Message], calls: list[ToolCallPart], steers: dict[str, Steer]
+) -> list[ToolCallPart]:
+    """The process died mid-turn: its unanswered calls get a result (:func:`_close`),
+    then the messages sent into it that never joined are kept as not acted upon (as
+    ``steers.settle`` would have). Returns the calls still open (none)."""
+    _close(history, calls)
+    for steer in steers.values():
+        text = prompt_text(steer.blocks)
+        history.append(UserMessage([TextPart(NOT_ACTED_UPON), TextPart(text)]))
+    steers.clear()
+    return []
 
 
 def prompt_text(blocks: Iterable[t.ContentBlock]) -> str:

@@ -42,6 +42,7 @@ from .records import (
     now_iso,
 )
 from .replay import State
+from .steers import Steers
 from .store import SessionLog
 
 if TYPE_CHECKING:
@@ -75,13 +76,15 @@ class PromptCommand(Protocol):
 
 
 class Turn:
-    """One prompt's lifetime; ``cancel`` is idempotent and safe at any moment."""
+    """One prompt's lifetime; ``cancel`` is idempotent and safe at any moment. ``steers``:
+    the messages sent into it while it runs (see ``steers``)."""
 
-    __slots__ = ("cancel_requested", "task")
+    __slots__ = ("cancel_requested", "steers", "task")
 
     def __init__(self, task: asyncio.Task[object] | None) -> None:
         self.task = task
         self.cancel_requested = False
+        self.steers = Steers()
 
     def cancel(self) -> None:
         if self.cancel_requested:
@@ -277,8 +280,11 @@ class Session:
         if self.log is not None:
             self.log.append(ReplaceHistory(messages=self.history))
 
-    def record_prompt(self, blocks: list[t.ContentBlock], text: str) -> None:
-        """A prompt starts its turn: keep it as the client sent it (for replay)."""
+    def record_prompt(
+        self, blocks: list[t.ContentBlock], text: str, message_id: str | None = None
+    ) -> None:
+        """A prompt starts its turn: keep it as the client sent it (for replay), under
+        ``message_id`` when it has one already (a steer that started the turn)."""
         if self.first_prompt is None:
             self.first_prompt = text
         log = self.log
@@ -289,7 +295,8 @@ class Session:
             self.stored_roots = (self.cwd, list(self.additional_directories))
             log.append(Roots(cwd=self.cwd, additional_directories=self.additional_directories))
             log.touch(cwd=self.cwd, additional_directories=list(self.additional_directories))
-        log.append(Prompt(message_id=self.new_message_id(), blocks=blocks, at=now_iso()))
+        message_id = message_id or self.new_message_id()
+        log.append(Prompt(message_id=message_id, blocks=blocks, at=now_iso()))
 
     async def record_turn_end(self, stop_reason: str) -> None:
         """The turn is over: mark it, update the index entry and make it all durable
@@ -358,9 +365,10 @@ class Session:
         if log is not None:
             await asyncio.wrap_future(log.store.writer.barrier())
 
-    def begin_turn(self) -> Turn:
-        """Register the current task as a turn; call before the first ``await``."""
-        task = asyncio.current_task()
+    def begin_turn(self, task: asyncio.Task[object] | None = None) -> Turn:
+        """Register ``task`` (default: the current one) as a turn; call before the first
+        ``await``."""
+        task = task or asyncio.current_task()
         turn = Turn(task)
         self.turns.append(turn)
         if task is not None and task in self._cancelled_early:

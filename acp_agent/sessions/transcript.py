@@ -13,7 +13,10 @@ folded in) at its original position, a session-directed message one ``session_me
 (its chunks folded in). :func:`transcripts` adds the subagents' transcripts, each under
 its child's id right after the update that announced the child, for a client that takes
 subagents (nothing of children for the others). Titles (the agent's and the client's)
-are one ``session_info_update`` at the end.
+are one ``session_info_update`` at the end. A message sent into a running turn
+(``_session/steering``) is shown where it joined the conversation (the
+``user_message_chunk``s it was shown as); one that never joined (the process died first)
+where it was sent.
 
 A long log streams (:func:`load_batches`): a first pass (:class:`Uses`) notes where each
 update is last changed, a second yields each update once nothing later can change it.
@@ -29,7 +32,7 @@ import msgspec
 from ..protocol import UNSET, UnsetType
 from ..protocol import types as t
 from ..tools.plan import checklist_of
-from .records import ChildUpdate, ClientTitle, Prompt, Record, TurnEnd, Update
+from .records import ChildUpdate, ClientTitle, Prompt, Record, Steer, TurnEnd, Update
 
 INTERRUPTED = "The agent stopped before this tool call finished."
 
@@ -56,7 +59,11 @@ def transcript(
     (:func:`for_client`; ``None``: as recorded). ``live``: another process is running
     the session, so its last turn may still be in progress (its tool calls are not
     failed)."""
-    out = [u for batch in transcript_batches(records, live=live) for u in batch]
+    records = list(records)
+    uses = Uses()
+    for _ in uses.tap(records):
+        pass
+    out = [u for batch in transcript_batches(records, live=live, uses=uses) for u in batch]
     if caps is None:
         return out
     return [shown for u in out for shown in for_client(u, caps)]
@@ -79,7 +86,7 @@ def transcripts(
     kept = Uses()  # only for the children's records: this transcript is not streamed
     for _ in kept.tap(records):
         pass
-    batches = load_batches(session_id, records, caps, kept.children, live=live)
+    batches = load_batches(session_id, records, caps, kept.children, live=live, uses=kept)
     return [pair for batch in batches for pair in batch]
 
 
@@ -115,12 +122,15 @@ def load_batches(
 class Uses:
     """For each tool call, compaction and session-directed message id, the position of
     the last record naming it: what :func:`transcript_batches` needs to know an update
-    can no longer change; and the subagents' records (``ChildUpdate``), by child."""
+    can no longer change; the subagents' records (``ChildUpdate``), by child; and the ids
+    of the user messages shown (``Prompt``, ``user_message_chunk``): a ``Steer`` whose id
+    is not among them never joined its turn (the process died first)."""
 
     def __init__(self) -> None:
         self.last: dict[str, int] = {}
         self.count = 0
         self.children: dict[str, list[Record]] = {}
+        self.shown: set[str] = set()
 
     def tap(self, records: Iterable[Record]) -> Iterator[Record]:
         """``records``, counted and noted on the way through."""
@@ -136,6 +146,10 @@ class Uses:
                     last["c" + update.compaction_id] = count
                 elif of is t.SessionMessage or of is t.SessionMessageChunk:
                     last["m" + update.message_id] = count
+                elif of is t.UserMessageChunk and isinstance(update.message_id, str):
+                    self.shown.add(update.message_id)
+            elif type(record) is Prompt:
+                self.shown.add(record.message_id)
             elif type(record) is ChildUpdate:
                 kept = self.children.setdefault(record.session_id, [])
                 kept.append(Update(update=record.update))
@@ -221,6 +235,12 @@ def transcript_batches(
                 named = cast(ClientTitle, record)
                 shown = t.SessionInfoUpdate(title=named.title, updated_at=named.at)
                 info = _merge_info(info, shown)
+            elif kind is Steer and uses is not None and not live:
+                steer = cast(Steer, record)  # shown where it joins, unless it never did
+                if steer.message_id not in uses.shown:
+                    settle()
+                    mid = steer.message_id
+                    out.extend(t.UserMessageChunk(content=b, message_id=mid) for b in steer.blocks)
             continue  # the model's history, settings, usage: not shown
         if kind is not Update:
             settle()

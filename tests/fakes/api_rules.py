@@ -2,8 +2,9 @@
 
 For a request body, :func:`violation` returns the vendor's own error response, or
 ``None``. Checked: every tool call answered by its result right after it (and no result
-without its call); Anthropic's first message from the user and ``tools`` defined whenever
-tool blocks are in the history; and the context window, in each vendor's own format
+without its call); Anthropic's first message from the user, the results first in the
+message after the calls (text the user adds comes after them), and ``tools`` defined
+whenever tool blocks are in the history; and the context window, in each vendor's own format
 (OpenAI ``context_length_exceeded``, Anthropic ``prompt is too long``). Tokens are counted
 as the agent estimates them: about four characters of JSON a token.
 """
@@ -95,6 +96,13 @@ def _anthropic_rules(body: dict[str, Any], window: int | None) -> Any:
             answered = {b.get("tool_use_id") for b in _blocks(after or {})
                         if b.get("type") == "tool_result"}  # fmt: skip
             missing = [u for u in uses if u not in answered]
+            leading = _blocks(after or {})[: len(uses)]
+            if not missing and any(b.get("type") != "tool_result" for b in leading):
+                return _anthropic(
+                    f"messages.{i + 1}: Did not find {len(uses)} `tool_result` block(s) at the "
+                    "beginning of this message. Messages following `tool_use` blocks must begin "
+                    "with a matching number of `tool_result` blocks."
+                )
             if missing and after is not None:
                 return _anthropic(
                     f"messages.{i + 1}: `tool_use` ids were found without `tool_result` blocks "

@@ -24,7 +24,9 @@ When the queue is empty the server answers with ``default`` (an HTTP 500 unless 
 
 Faults, as the real services produce them: :func:`openai_error`/:func:`anthropic_error`
 (the vendors' error bodies and headers), :class:`Hang` (no response headers, ever),
-``Reply(hang_after=n)`` (silence after ``n`` events), ``Reply(keepalive_after=n)``
+``Reply(hang_after=n)`` (silence after ``n`` events), ``Reply(hold=event, hold_at=text)``
+(a pause after the event carrying ``text``, until the test sets ``event``),
+``Reply(keepalive_after=n)``
 (only keep-alives after ``n`` events: SSE comments for OpenAI, ``ping`` events for
 Anthropic), ``Reply(disconnect_after=n)``, :class:`Malformed` events. Stalls are endless:
 they end when the client goes away. A server built on a bound but not yet listening
@@ -116,6 +118,8 @@ class Reply:
     keepalive_every: float = 0.05
     done: bool = True  # OpenAI: end with ``data: [DONE]``
     delay: float = 0.0  # seconds between events
+    hold: asyncio.Event | None = None  # once the event carrying ``hold_at`` is out, wait
+    hold_at: str = ""  # for it to be set (a stream in progress, as long as a test needs)
 
 
 @dataclass(frozen=True)
@@ -391,7 +395,13 @@ class FakeLLMServer:
             return True
         events = self._events(vendor, resp.steps, model, req.body, resp.done)
         writer.write(_SSE_HEAD)
+        hold = resp.hold
         for i, event in enumerate([*events, None]):
+            if hold is not None and i and resp.hold_at.encode() in events[i - 1]:
+                await writer.drain()
+                if not await _held(hold, reader, req):
+                    return False  # the client went away meanwhile
+                hold = None
             if i == resp.disconnect_after:
                 await writer.drain()
                 return False  # _serve aborts the socket: no terminating chunk
@@ -507,6 +517,16 @@ async def _keep_alive(
         req.disconnected.set()
     finally:
         gone.cancel()
+
+
+async def _held(hold: asyncio.Event, reader: asyncio.StreamReader, req: RecordedRequest) -> bool:
+    """Wait for ``hold``; False if the client goes away first."""
+    waits = [asyncio.ensure_future(hold.wait()), asyncio.ensure_future(_wait_eof(reader, req))]
+    done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return waits[0] in done
 
 
 async def _wait_eof(reader: asyncio.StreamReader, req: RecordedRequest) -> None:

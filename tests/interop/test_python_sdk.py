@@ -69,6 +69,9 @@ class RecordingClient:
         default_factory=list
     )
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    permission_gate: asyncio.Event | None = None
+    """When set: each permission request is answered only once the gate opens (the tool
+    call stays in flight meanwhile)."""
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
@@ -80,6 +83,8 @@ class RecordingClient:
     ) -> RequestPermissionResponse:
         self.permission_requests.append((session_id, tool_call, options))
         self.changed.set()
+        if self.permission_gate is not None:
+            await self.permission_gate.wait()
         allow = next((o for o in options if o.kind == "allow_once"), None)
         if allow is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))

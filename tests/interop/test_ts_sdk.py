@@ -93,6 +93,29 @@ async def run_ts_client_async(
                     err.decode())
 
 
+def run_client_script(
+    checker: SchemaChecker, tmp_path: Path, state_dir: str, client: Path
+) -> dict[str, Any]:
+    """Run a client of its own (``ts_subagents.mjs``, ``ts_steering.mjs``: each drives an
+    agent it starts, on a script it writes) against ``python -m acp_agent``; replay its
+    raw lines; its summary, checked as :func:`run_ts_client`'s."""
+    node = _require_client()
+    raw_log = tmp_path / f"raw-{client.stem}.jsonl"
+    cmd = [
+        node, str(client), "--raw-log", str(raw_log),
+        "--timeout-ms", str(int((RUN_TIMEOUT - limit(5)) * 1000)),
+        "--step-timeout-ms", str(int(WAIT * 1000)), "--",
+        sys.executable, "-m", "acp_agent", "--state-dir", state_dir,
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                              cwd=tmp_path, env=agent_env())  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{client.name} did not finish within {RUN_TIMEOUT} s\n"
+                    f"stdout: {exc.stdout!r}\nstderr: {exc.stderr!r}")  # fmt: skip
+    return _summary(checker, raw_log, proc.returncode, proc.stdout, proc.stderr)
+
+
 def _summary(
     checker: SchemaChecker, raw_log: Path, returncode: int, stdout: str, stderr: str
 ) -> dict[str, Any]:

@@ -13,49 +13,16 @@ SDK parsed every update; each raw agent line is replayed here through the schema
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-from ..harness import agent_env
-from ..limits import WAIT, limit
 from ..schema_check import SchemaChecker
-from .test_ts_sdk import _require_client, replay_raw_log
+from .test_ts_sdk import run_client_script
 
 CLIENT = Path(__file__).resolve().parent / "ts_subagents.mjs"
-RUN_TIMEOUT = limit(90)  # the whole scenario; each step is bounded by WAIT
 
 
 def test_ts_sdk_subagents(checker: SchemaChecker, tmp_path: Path, state_dir: str) -> None:
-    node = _require_client()
-    raw_log = tmp_path / "raw-subagents.jsonl"
-    cmd = [
-        node, str(CLIENT), "--raw-log", str(raw_log),
-        "--timeout-ms", str(int((RUN_TIMEOUT - limit(5)) * 1000)),
-        "--step-timeout-ms", str(int(WAIT * 1000)), "--",
-        sys.executable, "-m", "acp_agent", "--state-dir", state_dir,
-    ]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT,
-                              cwd=tmp_path, env=agent_env())
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"ts_subagents.mjs did not finish within {RUN_TIMEOUT} s\n"
-                    f"stdout: {exc.stdout!r}\nstderr: {exc.stderr!r}")
-    replay_raw_log(checker, raw_log)
-    try:
-        s = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        pytest.fail(f"ts_subagents.mjs printed no JSON summary (exit {proc.returncode})\n"
-                    f"stdout: {proc.stdout[-3000:]}\nstderr: {proc.stderr[-3000:]}")
-    assert proc.returncode == 0 and s["ok"], (
-        json.dumps(s["errors"], indent=1) + f"\nSDK errors: {s['sdkErrors']}"
-        + f"\nagent stderr: {s['stderrTail']}\nclient stderr: {proc.stderr[-2000:]}")
-    assert s["sdkVersion"] == "2.4.0"
-    assert checker.checked == s["raw"]["agentToClient"] > 0
-
+    s = run_client_script(checker, tmp_path, state_dir, CLIENT)
     root = s["sessionId"]
     assert [t["stopReason"] for t in s["turns"]] == [
         "end_turn", "end_turn", "cancelled", "end_turn", "end_turn", "end_turn", "cancelled"]

@@ -43,7 +43,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import * as acp from "@agentclientprotocol/sdk/unstable";
-import { tappedStreams } from "./wire_tap.mjs";
+import { tappedStreams, waiters } from "./wire_tap.mjs";
 
 // ------------------------------------------------------------------ arguments
 
@@ -228,27 +228,7 @@ const { agentStdout, agentStdin, flush: flushTaps } = tappedStreams(child, recor
 
 const updates = []; // every session/update params, in order
 const statusUpdates = []; // every auth/status_update params, in order
-const waiters = new Set();
-function notifyWaiters() {
-  for (const w of [...waiters]) {
-    if (w.pred()) {
-      waiters.delete(w);
-      clearTimeout(w.timer);
-      w.resolve();
-    }
-  }
-}
-function waitFor(pred, timeoutMs, what) {
-  if (pred()) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const w = { pred, resolve };
-    w.timer = setTimeout(() => {
-      waiters.delete(w);
-      reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-    }, timeoutMs);
-    waiters.add(w);
-  });
-}
+const { waitFor, wake: notifyWaiters } = waiters();
 function withTimeout(promise, ms, what) {
   let timer;
   return Promise.race([

@@ -28,31 +28,13 @@
 // goes to --raw-log as {"seq", "dir", "line"} for the schema checker; a JSON summary goes
 // to stdout; the exit status is non-zero on any failure.
 
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import * as acp from "@agentclientprotocol/sdk/unstable";
-import { tappedStreams } from "./wire_tap.mjs";
+import { clientOptions, runScenario, spawnAgent, tappedStreams, waiters } from "./wire_tap.mjs";
 
-const argv = process.argv.slice(2);
-const opts = { rawLog: null, timeoutMs: 20000, stepTimeoutMs: 8000, command: [] };
-for (let i = 0; i < argv.length; i++) {
-  if (argv[i] === "--raw-log") opts.rawLog = argv[++i];
-  else if (argv[i] === "--timeout-ms") opts.timeoutMs = Number(argv[++i]);
-  else if (argv[i] === "--step-timeout-ms") opts.stepTimeoutMs = Number(argv[++i]);
-  else {
-    opts.command = argv.slice(argv[i] === "--" ? i + 1 : i);
-    break;
-  }
-}
-if (opts.command.length === 0) {
-  process.stderr.write(
-    "usage: node ts_subagents.mjs [--raw-log FILE] [--timeout-ms N] [--step-timeout-ms N] " +
-      "[--] <agent...>\n",
-  );
-  process.exit(2);
-}
+const opts = clientOptions(process.argv.slice(2), "ts_subagents.mjs");
 
 const errors = [];
 const check = (cond, msg) => {
@@ -171,44 +153,13 @@ const SCRIPT = [
 const scriptPath = path.join(tmpBase, "script.json");
 fs.writeFileSync(scriptPath, JSON.stringify(SCRIPT));
 
-const child = spawn(opts.command[0], opts.command.slice(1), {
-  stdio: ["pipe", "pipe", "pipe"],
-  env: { ...process.env, ACP_AGENT_OFFLINE_SCRIPT: scriptPath },
-});
-let stderrBuf = "";
-child.stderr.setEncoding("utf8");
-child.stderr.on("data", (d) => {
-  stderrBuf = (stderrBuf + d).slice(-10000);
-});
-child.stdin.on("error", () => {});
-const childExited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-
-const { agentStdout, agentStdin, flush: flushTaps } = tappedStreams(child, record);
+const agent = spawnAgent(opts.command, { ACP_AGENT_OFFLINE_SCRIPT: scriptPath });
+const { agentStdout, agentStdin, flush: flushTaps } = tappedStreams(agent.child, record);
 
 // ------------------------------------------------------------------ the client
 
 const updates = [];
-const waiters = new Set();
-function waitFor(pred, ms, what) {
-  if (pred()) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const w = { pred, resolve };
-    w.timer = setTimeout(() => {
-      waiters.delete(w);
-      reject(new Error(`timed out after ${ms} ms waiting for ${what}`));
-    }, ms);
-    waiters.add(w);
-  });
-}
-function wake() {
-  for (const w of [...waiters]) {
-    if (w.pred()) {
-      waiters.delete(w);
-      clearTimeout(w.timer);
-      w.resolve();
-    }
-  }
-}
+const { waitFor, wake } = waiters();
 
 let holdElicitation = false;
 let loadSeq = Infinity; // raw seq at which session/load began (states after it are replayed)
@@ -386,29 +337,13 @@ async function scenario(agent) {
     .join("");
 }
 
-const watchdog = setTimeout(() => {
-  errors.push(`watchdog: no finish within ${opts.timeoutMs} ms`);
-  child.kill("SIGKILL");
-}, opts.timeoutMs);
-
-try {
-  await app.connectWith(acp.ndJsonStream(agentStdin, agentStdout), scenario);
-} catch (err) {
-  errors.push(`scenario aborted: ${err?.message ?? err}`);
-}
-try {
-  child.stdin.end();
-} catch {
-  // already closed
-}
-summary.agentExit = await childExited;
-clearTimeout(watchdog);
-flushTaps();
+summary.agentExit = await runScenario(app, acp.ndJsonStream(agentStdin, agentStdout), agent,
+  flushTaps, opts.timeoutMs, errors, scenario);
 checkWire(summary.sessionId);
 const rawUpdates = raw.filter((e) => e.dir === "agent->client" && e.msg?.method === "session/update").length;
 check(rawUpdates === updates.length, `the SDK delivered ${updates.length} of ${rawUpdates} session/updates`);
 check(sdkErrors.length === 0, `the SDK reported errors: ${sdkErrors.slice(0, 3).join(" | ")}`);
-summary.stderrTail = stderrBuf.slice(-2000);
+summary.stderrTail = agent.stderrTail();
 summary.ok = errors.length === 0;
 fs.rmSync(tmpBase, { recursive: true, force: true });
 process.stdout.write(JSON.stringify(summary) + "\n");
