@@ -37,7 +37,7 @@ BUILTINS: list[tuple[str, str, str | None]] = [
     ("help", "List the available commands", None),
     ("plan", "Switch to plan mode (read-only); with text, plan that task", "task to plan"),
     ("model", "Show or switch the model", "model id"),
-    ("mode", "Show or switch the permission mode", "ask | accept-edits | plan | bypass"),
+    ("mode", "Show or switch the permission mode", "ask | accept-edits | auto | plan | bypass"),
     ("compact", "Summarise older history to free context", "what to keep"),
 ]
 
@@ -156,8 +156,7 @@ async def dispatch(
 ) -> t.PromptResponse | list[t.ContentBlock]:
     """Handle a leading ``/command``: a built-in answers by itself (a response) or changes
     what the model sees; a prompt command expands. Other prompts pass as they are."""
-    from .options import switch_mode, switch_model
-    from .permissions import MODE_IDS
+    from .options import mode_ids, mode_refusal, switch_mode, switch_model
 
     first = blocks[0] if blocks else None
     invocation = parse_invocation(first.text.strip()) if isinstance(first, t.TextContent) else None
@@ -172,8 +171,9 @@ async def dispatch(
     if name in ("mode", "plan"):
         target = "plan" if name == "plan" else rest
         if target:
-            if target not in MODE_IDS:
-                await session.say(f"Unknown mode `{target}`: one of {', '.join(MODE_IDS)}.")
+            refusal = mode_refusal(rt, target)
+            if refusal is not None:
+                await session.say(f"Not switched: {refusal} (one of {', '.join(mode_ids(rt))}).")
                 return done
             await switch_mode(rt, session, target)
         if name == "plan" and rest:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from . import log
 from .auth import require_key
+from .config import SandboxLevel
 from .errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
-from .options import config_options, modes
+from .options import config_options, mode_ids, mode_refusal, modes
 from .permissions import MODE_IDS
 from .protocol import UnsetType
 from .protocol import types as t
@@ -41,6 +42,7 @@ async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionRespon
     from .session import Session, new_session_id
 
     require_key(rt.config)
+    await rt.sandboxing.ready()  # whether auto and the sandbox option are offered
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
     session = Session(
@@ -51,18 +53,20 @@ async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionRespon
         model=rt.config.model,
         thinking=rt.config.thinking,
         additional_directories=directories,
+        sandbox=rt.config.sandbox.level,
     )
     await _store_new(rt, session)
     if prompt is not None:
         session.set_client_prompt(prompt)
     await _opened(rt, session, p.mcp_servers)
     return t.NewSessionResponse(
-        session_id=session.id, modes=modes(session), config_options=config_options(rt, session)
+        session_id=session.id, modes=modes(rt, session), config_options=config_options(rt, session)
     )
 
 
 async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
     require_key(rt.config)
+    await rt.sandboxing.ready()  # whether auto and the sandbox option are offered
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
     session, reading = await _open(rt, p.session_id, cwd, directories, read=True)
@@ -76,7 +80,8 @@ async def load_session(rt: Runtime, p: t.LoadSessionRequest) -> t.LoadSessionRes
         if reading is not None:
             reading[0].close()
     _announce_later(rt, session)
-    return t.LoadSessionResponse(modes=modes(session), config_options=config_options(rt, session))
+    options = config_options(rt, session)
+    return t.LoadSessionResponse(modes=modes(rt, session), config_options=options)
 
 
 async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
@@ -113,6 +118,7 @@ async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
 
 async def resume_session(rt: Runtime, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
     require_key(rt.config)
+    await rt.sandboxing.ready()  # whether auto and the sandbox option are offered
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
     session, _ = await _open(rt, p.session_id, cwd, directories, read=False)
@@ -120,7 +126,7 @@ async def resume_session(rt: Runtime, p: t.ResumeSessionRequest) -> t.ResumeSess
         session.set_client_prompt(prompt)
     await _opened(rt, session, p.mcp_servers)
     return t.ResumeSessionResponse(
-        modes=modes(session), config_options=config_options(rt, session)
+        modes=modes(rt, session), config_options=config_options(rt, session)
     )
 
 
@@ -130,6 +136,7 @@ async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionRes
     from .session import new_session_id
 
     require_key(rt.config)
+    await rt.sandboxing.ready()  # whether auto and the sandbox option are offered
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
     source = rt.sessions.get(p.session_id)
@@ -148,7 +155,7 @@ async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionRes
         session.set_client_prompt(prompt)
     await _opened(rt, session, p.mcp_servers)
     return t.ForkSessionResponse(
-        session_id=session.id, modes=modes(session), config_options=config_options(rt, session)
+        session_id=session.id, modes=modes(rt, session), config_options=config_options(rt, session)
     )
 
 
@@ -328,16 +335,25 @@ def _restored(
     this configuration no longer offers falls back, with a notice."""
     from .session import Session
 
+    offered = mode_ids(rt)
     session = Session(
         id=session_id,
         cwd=cwd,
         emit_fn=rt.client.session_update,
-        mode=state.mode if state.mode in MODE_IDS else rt.config.default_mode,
+        mode=state.mode if state.mode in offered else rt.config.default_mode,
         model=state.model if state.model in rt.models else rt.config.model,
         thinking=state.thinking or rt.config.thinking,
         additional_directories=directories,
+        sandbox=state.sandbox or "",  # checked below
     )
+    if session.sandbox not in get_args(SandboxLevel):
+        session.sandbox = rt.config.sandbox.level
     session.restore(state)
+    if state.mode in MODE_IDS and state.mode not in offered:
+        session.pending_notices.append(
+            ("warning", "Mode not available",
+             f"{mode_refusal(rt, state.mode)}; the session continues in {session.mode}.")
+        )  # fmt: skip
     if state.model and state.model != session.model:
         session.pending_notices.append(
             (
@@ -363,12 +379,20 @@ async def _register(
 ) -> None:
     from .commands import load_prompt_commands
     from .escaping import escaped
+    from .sandboxing import explicit
 
     rt.sessions[session.id] = session
     refused: list[Refused] = []
     session.prompt_commands = await asyncio.to_thread(
         load_prompt_commands, session.cwd, roots=session.roots, refused=refused
     )
+    why = rt.sandboxing.why_not()
+    if why is not None and explicit(rt.config.sandbox) and not rt.sandboxing.told:
+        rt.sandboxing.told = True  # configured, but impossible here: said once
+        session.pending_notices.append(
+            ("warning", "Commands are not sandboxed",
+             f"{why}. The auto mode is not offered; commands ask before they run.")
+        )  # fmt: skip
     for refusal in refused:  # told once the client has the session
         why = escaped(f"{refusal.path}: {refusal.reason}.")
         session.pending_notices.append(("warning", "Command file skipped", why))

@@ -23,10 +23,26 @@ if TYPE_CHECKING:
 THINKING = ("off", "low", "medium", "high")
 
 
-def modes(session: Session) -> t.SessionModeState:
+#: The ``sandbox`` option's values: the level ``auto`` runs commands at.
+SANDBOX_LEVELS = [
+    ("workspace-write", "Workspace write", "Commands write only inside the workspace; no network."),
+    ("read-only", "Read-only", "Commands write nothing but temporary files; no network."),
+    ("off", "Off", "Commands are not sandboxed: in auto mode they ask."),
+]
+
+
+def mode_ids(rt: Runtime) -> list[str]:
+    """The modes offered: ``auto`` only when commands can be sandboxed."""
+    return [m for m in MODE_IDS if m != "auto" or rt.sandboxing.available]
+
+
+def modes(rt: Runtime, session: Session) -> t.SessionModeState:
+    offered = mode_ids(rt)
     return t.SessionModeState(
         current_mode_id=session.mode,
-        available_modes=[t.SessionMode(id=i, name=n, description=d) for i, n, d in MODES],
+        available_modes=[
+            t.SessionMode(id=i, name=n, description=d) for i, n, d in MODES if i in offered
+        ],
     )
 
 
@@ -45,27 +61,43 @@ def config_options(rt: Runtime, session: Session) -> list[t.SessionConfigOption]
             ],
         )
 
+    offered = mode_ids(rt)
     options: list[t.SessionConfigOption] = [
-        select("mode", "Mode", session.mode, list(MODES)),
+        select("mode", "Mode", session.mode, [m for m in MODES if m[0] in offered]),
         select("model", "Model", session.model, [(m, m, None) for m in rt.models]),
     ]
     if rt.model_info_for(session.model).supports_thinking:
         levels = [(v, v.capitalize(), None) for v in THINKING]
         options.append(select("thought_level", "Thinking", session.thinking, levels))
+    if rt.sandboxing.available:
+        options.append(select("sandbox", "Sandbox", session.sandbox, SANDBOX_LEVELS))
     return options
 
 
 def _allowed(rt: Runtime, session: Session) -> Mapping[str, list[str]]:
-    allowed: dict[str, list[str]] = {"mode": MODE_IDS, "model": rt.models}
+    allowed: dict[str, list[str]] = {"mode": mode_ids(rt), "model": rt.models}
     if rt.model_info_for(session.model).supports_thinking:
         allowed["thought_level"] = list(THINKING)
+    if rt.sandboxing.available:
+        allowed["sandbox"] = [v for v, _, _ in SANDBOX_LEVELS]
     return allowed
+
+
+def mode_refusal(rt: Runtime, mode: str) -> str | None:
+    """Why ``mode`` cannot be chosen here (``None``: it can)."""
+    if mode in mode_ids(rt):
+        return None
+    if mode == "auto":
+        why = rt.sandboxing.why_not()
+        return f"mode 'auto' runs commands in a sandbox, and none works here: {why}"
+    return f"unknown mode {mode!r}"
 
 
 async def set_mode(rt: Runtime, p: t.SetSessionModeRequest) -> t.SetSessionModeResponse:
     session = rt.session(p.session_id)
-    if p.mode_id not in MODE_IDS:
-        raise InvalidParams(f"Invalid params: unknown mode {p.mode_id!r} - at `$.modeId`")
+    refusal = mode_refusal(rt, p.mode_id)
+    if refusal is not None:
+        raise InvalidParams(f"Invalid params: {refusal} - at `$.modeId`")
     session.set_mode(p.mode_id)
     await session.emit(t.ConfigOptionUpdate(config_options=config_options(rt, session)))
     return t.SetSessionModeResponse()
@@ -89,6 +121,8 @@ async def set_config_option(
         await session.emit(t.CurrentModeUpdate(current_mode_id=p.value))
     elif p.config_id == "thought_level":
         session.set_thinking(p.value)
+    elif p.config_id == "sandbox":
+        session.set_sandbox(p.value)
     else:
         session.set_model(p.value)
     return t.SetSessionConfigOptionResponse(config_options=config_options(rt, session))

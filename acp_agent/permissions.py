@@ -1,15 +1,21 @@
 """Session modes and the permission policy.
 
-=============  ===========================  =========================  ==========
-mode           reads                        edits                      commands
-=============  ===========================  =========================  ==========
-ask            run (inside roots)           ask                        ask
-accept-edits   run (inside roots)           run inside roots, else ask ask
-plan           run (inside roots)           refused                    refused
-bypass         run                          run                        run
-=============  ===========================  =========================  ==========
+=============  ===================  ==========================  ==============================
+mode           reads                edits                       commands (``run_command``)
+=============  ===================  ==========================  ==============================
+ask            run (inside roots)   ask                         ask; run at ``approved``
+accept-edits   run (inside roots)   run inside roots, else ask  ask; run at ``approved``
+auto           run (inside roots)   run inside roots, else ask  run sandboxed at the session's
+                                                                ``sandbox`` level, unasked
+plan           run (inside roots)   refused                     ask; run ``read-only``
+bypass         run                  run                         run (``off``)
+=============  ===================  ==========================  ==============================
 
-Reads outside the session's roots ask in every mode but ``bypass``.
+Reads outside the session's roots ask in every mode but ``bypass``. ``approved`` is
+``[sandbox] approved`` (default ``off``). Without a working sandbox ``auto`` is not
+offered and plan mode runs no command. A command the model asks to run outside the
+sandbox (``run_command``'s ``outside_sandbox``) always asks (plan: refused), and runs
+``off``; so does one whose level is ``off`` in ``auto`` (nothing runs unsandboxed unasked).
 
 "Always" answers are remembered per project (:class:`Rules`), and each covers exactly
 what its option's name says (:class:`Scope`), nothing wider:
@@ -36,19 +42,22 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import msgspec
 
-from .protocol import types as t
 from .escaping import escaped
+from .protocol import types as t
 
 if TYPE_CHECKING:
     from .tools.base import Access, CallInfo
+    from .tools.sandbox import Level
 
 Decision: TypeAlias = Literal["allow", "ask", "deny"]
 
 MODES: list[tuple[str, str, str]] = [
     ("ask", "Ask", "Reads run freely; edits and commands ask for permission."),
     ("accept-edits", "Accept edits", "Edits inside the workspace run; commands ask."),
-    ("plan", "Plan", "Read-only: the agent explores and plans; edits and commands are refused."),
-    ("bypass", "Bypass permissions", "Nothing asks for permission."),
+    ("auto", "Auto", "Edits inside the workspace and commands in the sandbox run; the rest asks."),
+    ("plan", "Plan", "Read-only: the agent explores and plans; edits are refused, commands ask "
+     "and run read-only in the sandbox (when there is one)."),
+    ("bypass", "Bypass permissions", "Nothing asks for permission; nothing is sandboxed."),
 ]
 MODE_IDS = [m[0] for m in MODES]
 
@@ -63,19 +72,40 @@ REJECT_ALWAYS = "reject_always"
 PLAN_KINDS = frozenset({"read", "search", "think", "fetch"})
 
 
-def offered(mode: str, kind: str, name: str) -> bool:
-    """Whether a tool is offered to the model in ``mode`` (plan mode: only reading)."""
-    return mode != "plan" or kind in PLAN_KINDS or name == "spawn_agent"
+def offered(mode: str, kind: str, name: str, sandbox: bool = False) -> bool:
+    """Whether a tool is offered to the model in ``mode`` (plan mode: only reading, and
+    commands when they can run read-only in a ``sandbox``)."""
+    if mode != "plan" or kind in PLAN_KINDS or name == "spawn_agent":
+        return True
+    return sandbox and kind == "execute" and name == "run_command"
 
 
-def decide(mode: str, access: Access, inside: bool) -> Decision:
+def command_level(mode: str, session_level: Level, approved: Level) -> Level:
+    """The sandbox level a command runs at in ``mode`` (``session_level``: the session's
+    ``sandbox`` option, ``auto``'s; ``approved``: ``[sandbox] approved``)."""
+    if mode == "auto":
+        return session_level
+    if mode == "plan":
+        return "read-only"
+    return "off" if mode == "bypass" else approved
+
+
+def decide(
+    mode: str, access: Access, inside: bool, *, sandboxed: bool = False, leaving: bool = False
+) -> Decision:
+    """``sandboxed``: a command that will run in the sandbox; ``leaving``: one the model
+    asks to run outside it."""
     if access == "none" or mode == "bypass":
         return "allow"
     if access == "read":
         return "allow" if inside else "ask"
     if mode == "plan":
-        return "deny"
-    if access == "write" and mode == "accept-edits" and inside:
+        return "ask" if access == "execute" and sandboxed and not leaving else "deny"
+    if leaving:
+        return "ask"
+    if access == "write" and mode in ("accept-edits", "auto") and inside:
+        return "allow"
+    if access == "execute" and mode == "auto" and sandboxed and inside:
         return "allow"
     return "ask"
 

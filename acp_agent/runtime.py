@@ -25,11 +25,11 @@ from .config import Config, default_state_dir
 from .errors import ProviderError, SessionNotFound
 from .protocol import UNSET
 from .protocol import types as t
+from .sandboxing import Sandboxing
 
 if TYPE_CHECKING:
     from .client import Client
     from .permissions import Rules
-    from .projectfiles import Refused
     from .providers.base import ModelProvider
     from .providers.models import ModelInfo, ServerLimits
     from .providers.resilient import Resilient, RetryPolicy
@@ -88,7 +88,7 @@ class Runtime:
         self._tools: Toolset | None = None
         self._subagents: Subagents | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
-        self._told_refused: set[tuple[str, str]] = set()  # (session id, file) told once
+        self.sandboxing = Sandboxing(config)
 
     # ------------------------------------------------------------------ shared objects
 
@@ -247,23 +247,15 @@ class Runtime:
         return session.mcp.toolset(self._tools)
 
     async def system_prompt(self, session: Session) -> str:
-        """The session's system prompt (``instructions``; git run with the commands'
-        environment); each instruction file that was not read is told to the user, once
-        per session and file (a notice, else an agent message)."""
+        """The session's system prompt (``instructions``: git runs with the commands'
+        environment; a refused instruction file is told by a notice, else a message)."""
         from .instructions import system_prompt
-        from .escaping import escaped
 
-        async def refused(refusal: Refused) -> None:
-            key = (session.id, refusal.path)
-            if key not in self._told_refused:
-                self._told_refused.add(key)
-                await self.notify(session, "warning", "Instruction file skipped",
-                                  escaped(f"{refusal.path}: {refusal.reason}."),
-                                  fallback=True)  # fmt: skip
+        async def tell(title: str, description: str) -> None:
+            await self.notify(session, "warning", title, description, fallback=True)
 
-        return await system_prompt(
-            session, configured=self.config.system_prompt, env=self.child_env, refused=refused
-        )
+        configured, env = self.config.system_prompt, self.child_env
+        return await system_prompt(session, configured=configured, env=env, tell=tell)
 
     @functools.cached_property
     def child_env(self) -> dict[str, str]:
@@ -351,6 +343,7 @@ class Runtime:
             notify=notify,
             before_request=before_request,
             env=self.child_env,
+            sandboxing=self.sandboxing,
             make_room=lambda error: make_room(self, session, error),
         )
 
@@ -407,6 +400,7 @@ class Runtime:
         (:meth:`_prepare_session`)."""
         if self._warming is None and self._warm is not None:
             self._warming = asyncio.ensure_future(self._warm_up(self._warm))
+            self.sandboxing.start()  # beside the imports: the first session waits for it
         if session is not None:
             self.opened.set()
             self.background(self._prepare_session(session))
@@ -488,6 +482,7 @@ class Runtime:
                 await asyncio.wait_for(provider.aclose(), 0.2)
             except Exception as exc:  # shutting down: a provider that fails to close is fine
                 log.debug("provider close failed", error=repr(exc))
+        self.sandboxing.close()
         if self._store is not None:  # every queued write reaches the disk before exit
             await asyncio.to_thread(self._store.writer.close)
 

@@ -22,8 +22,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
-from .protocol import types as t
 from .escaping import escaped, escaped_locations
+from .protocol import types as t
 
 if TYPE_CHECKING:
     from .tools.base import Tool, ToolContext

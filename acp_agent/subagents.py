@@ -50,12 +50,12 @@ from .childstream import ChildLog, send_message
 from .client import Client
 from .conversation import AssistantMessage, TextPart, UserMessage
 from .errors import InvalidParams, ProviderAuthError, ProviderError, ToolError
+from .escaping import escaped
 from .protocol import UNSET, UnsetType
 from .protocol import types as t
 from .session import Session, new_session_id
 from .tools.base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 from .turn import TurnContext, run_turn
-from .escaping import escaped
 
 #: How deep subagents nest: a child may spawn, a grandchild may not.
 MAX_DEPTH = 2

@@ -57,6 +57,7 @@ from .streamargs import LiveCall
 if TYPE_CHECKING:
     from .client import Client
     from .permissions import Rules
+    from .sandboxing import Sandboxing
     from .session import Session
     from .tools.base import Toolset
 
@@ -97,6 +98,8 @@ class TurnContext:
     """Runs before every model request (compaction when the context is full)."""
     env: Mapping[str, str] | None = None
     """The environment of the commands tools start (the agent's, without its secrets)."""
+    sandboxing: Sandboxing | None = None
+    """The command sandbox (``None``: commands run unfenced)."""
     make_room: Callable[[ProviderContextError], Awaitable[bool]] | None = None
     """The request did not fit the window: compact, or drop the oldest messages;
     ``False`` when nothing could be done (see ``compaction.make_room``)."""
@@ -173,6 +176,7 @@ def request_of(ctx: TurnContext) -> ModelRequest:
     if not ctx.model.supports_thinking:
         thinking = "off"  # never sent to a model that rejects it
     mode = session.root.mode
+    sandbox = ctx.sandboxing is not None and ctx.sandboxing.available
     # the answer's room counts against the window too: never ask for more than is left
     window = ctx.model.context_window
     if session.window_limit:  # learned during this turn, maybe
@@ -181,7 +185,7 @@ def request_of(ctx: TurnContext) -> ModelRequest:
     return ModelRequest(
         system=ctx.system,
         messages=list(session.history),
-        tools=[t.spec for t in ctx.tools.tools() if offered(mode, t.kind, t.spec.name)],
+        tools=[t.spec for t in ctx.tools.tools() if offered(mode, t.kind, t.spec.name, sandbox)],
         thinking=thinking,  # type: ignore[arg-type]
         max_tokens=max(MIN_ANSWER_TOKENS, min(ctx.model.max_output_tokens, room)),
         cache_key=session.id if ctx.limits.prompt_cache else None,

@@ -19,8 +19,8 @@ from typing import Any, TextIO, TypeVar
 import msgspec
 from msgspec import UnsetType
 
-from ..protocol import types as t
 from ..escaping import escaped
+from ..protocol import types as t
 
 T = TypeVar("T")
 

@@ -25,8 +25,8 @@ from rich.spinner import Spinner
 from rich.syntax import Syntax
 from rich.text import Text
 
-from ..protocol import types as t
 from ..escaping import escaped
+from ..protocol import types as t
 from ._render import Call, View, block_text, diff_lines
 
 CODE_THEME = "ansi_dark"  # the terminal's own colours, on any background
