@@ -12,6 +12,7 @@ usage (:func:`announce`), and MCP servers start in the background (:func:`attach
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, get_args
@@ -410,6 +411,7 @@ def attach(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | Un
         rt.background(session.mcp.aclose())
         session.mcp = None
     if servers:
+        from .childenv import child_environ
         from .mcp import McpHub
 
         async def problem(severity: str, title: str, description: str | None) -> None:
@@ -426,7 +428,7 @@ def attach(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | Un
 
         session.mcp = McpHub(
             list(servers), cwd=session.cwd, on_problem=problem, on_change=changed, acp=acp,
-            env=rt.child_env,  # the commands' environment: no secrets (childenv)
+            environ=functools.partial(child_environ, rt.config),  # no secrets (childenv)
         )
         session.mcp.start()
 

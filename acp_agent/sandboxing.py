@@ -1,13 +1,15 @@
 """The command sandbox as the agent configures it (``[sandbox]``, ``--sandbox``, the
 ``sandbox`` session option); the mechanism is ``tools.sandbox``.
 
-The backend is found once per process, by running it (``tools.sandbox.detect``): at
-start when the configuration needs one (``default-mode = "auto"``, a named backend, an
-``approved`` level), so that a missing one is a one-line error there, never a silent
-downgrade; else in a worker thread after ``initialize``, which the first session
-request waits for (its modes say whether ``auto`` is offered). Without a working
-backend, ``auto`` and the ``sandbox`` option are not offered, plan mode runs no command,
-and, when the configuration asked for a sandboxed level, the user is told once why.
+Whether bubblewrap works here is found once per process, by running it
+(:data:`PROBE`: the namespaces and mounts every sandboxed command gets): at start when
+the configuration needs it (``default-mode = "auto"``, a named backend, an ``approved``
+level), so that a missing one is a one-line error there, never a silent downgrade;
+else the probe starts once the ``initialize`` reply is out (a process of its own,
+beside the warm-up's imports), and the first session request waits for its answer (its
+modes say whether ``auto`` is offered). Nothing of the tools is imported for it. Without
+a working backend, ``auto`` and the ``sandbox`` option are not offered, plan mode runs
+no command, and, when the configuration asked for a sandbox, the user is told once why.
 
 Which level a command runs at is the permission policy's (``permissions.command_level``);
 what the sandbox fences is the same for every route: the session's roots writable
@@ -20,28 +22,81 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .config import Config, ConfigError, SandboxSettings, default_state_dir
 
 if TYPE_CHECKING:  # the tools load after the first session opens, not with the runtime
-    from .tools.sandbox import Detected, Level, Sandbox
+    from .tools.sandbox import Level, Sandbox
 
-_detected: dict[str, Detected] = {}
+#: The probe: bubblewrap creating the namespaces and mounts of every sandboxed command.
+PROBE = ("--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
+         "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "/bin/true")  # fmt: skip
+#: Seconds the probe may take.
+PROBE_TIMEOUT = 10.0
+MISSING = "bubblewrap is not installed (install the `bubblewrap` package: it provides `bwrap`)"
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """Bubblewrap's program when it works here, else why not (in words for the user)."""
+
+    program: str | None
+    why_not: str = ""
+
+
+def _bwrap() -> str | None:
+    """``bwrap`` on the absolute entries of ``PATH``."""
+    for entry in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(entry, "bwrap")
+        if os.path.isabs(entry) and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _spawn() -> tuple[str, subprocess.Popen[bytes]] | Found:
+    """The probe, started (it runs beside whatever comes next), or why it cannot be."""
+    program = _bwrap()
+    if program is None:
+        return Found(None, MISSING)
+    try:
+        proc = subprocess.Popen([program, *PROBE], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    except OSError as exc:
+        return Found(None, f"{program} cannot be run ({exc.strerror or exc})")
+    return program, proc
+
+
+def _judge(program: str, proc: subprocess.Popen[bytes]) -> Found:
+    """The probe's answer (waits for it)."""
+    try:
+        _, err = proc.communicate(timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return Found(None, f"bubblewrap did not answer within {PROBE_TIMEOUT:g} s")
+    if proc.returncode != 0:
+        said = err.decode(errors="replace").strip().splitlines()
+        return Found(None, f"bubblewrap does not work here ({(said or ['?'])[-1]})")
+    return Found(program)
+
+
+_found: Found | None = None
 _lock = threading.Lock()
 
 
-def detected(choice: str) -> Detected:
-    """The backend ``choice`` gives here (found once per process; runs a program)."""
-    from .tools.sandbox import detect
-
+def detected() -> Found:
+    """Whether bubblewrap works here (found once per process; runs it, and waits)."""
+    global _found
     with _lock:
-        found = _detected.get(choice)
-        if found is None:
-            found = _detected[choice] = detect(choice)
-        return found
+        if _found is None:
+            started = _spawn()
+            _found = started if isinstance(started, Found) else _judge(*started)
+        return _found
 
 
 def start_check(config: Config) -> None:
@@ -55,9 +110,8 @@ def start_check(config: Config) -> None:
         needed.append(f"`sandbox.backend` is {settings.backend!r}")
     if settings.approved != "off":
         needed.append(f"`sandbox.approved` is {settings.approved!r}")
-    if needed and detected(settings.backend).backend is None:
-        why = detected(settings.backend).why_not
-        raise ConfigError(f"{'; '.join(needed)}, but no sandbox works here: {why}")
+    if needed and detected().program is None:
+        raise ConfigError(f"{'; '.join(needed)}, but no sandbox works here: {detected().why_not}")
 
 
 def explicit(settings: SandboxSettings) -> bool:
@@ -66,36 +120,39 @@ def explicit(settings: SandboxSettings) -> bool:
 
 
 class Sandboxing:
-    """The process's sandbox: its backend (once found) and the fixed part of the policy."""
+    """The process's sandbox: the backend (once found) and the fixed part of the policy."""
 
     def __init__(self, config: Config) -> None:
         self.settings = config.sandbox
         self.state_dir = config.state_dir or default_state_dir()
-        self._found: asyncio.Future[Detected] | None = None
+        self.found: Found | None = _found
+        """Bubblewrap's program, or why none works; ``None`` until :meth:`ready`."""
+        self._probe: asyncio.Future[Found] | None = None
         self.told = False
         """The user was told why commands are not sandboxed (once per process)."""
 
     @property
-    def found(self) -> Detected | None:
-        """The backend found, or why none works; ``None`` until :meth:`ready`."""
-        return self._found.result() if self._found is not None and self._found.done() else None
-
-    @property
     def available(self) -> bool:
         """A backend works (``False`` until found)."""
-        found = self.found
-        return found is not None and found.backend is not None
+        return self.found is not None and self.found.program is not None
 
-    def start(self) -> asyncio.Future[Detected]:
-        """Start finding the backend (once, in a worker thread)."""
-        if self._found is None:
-            choice = self.settings.backend
-            self._found = asyncio.ensure_future(asyncio.to_thread(detected, choice))
-        return self._found
+    def start(self) -> None:
+        """Start the probe now (on the event loop: a process of its own, not waited for)."""
+        if self.found is not None or self._probe is not None:
+            return
+        started = _spawn()
+        if isinstance(started, Found):
+            self.found = started
+            return
+        self._probe = asyncio.ensure_future(asyncio.to_thread(_judge, *started))
 
-    async def ready(self) -> Detected:
-        """The backend, once found."""
-        return await asyncio.shield(self.start())
+    async def ready(self) -> Found:
+        """The backend, once found (starting the probe if it is not under way)."""
+        self.start()
+        if self.found is None:
+            assert self._probe is not None
+            self.found = await asyncio.shield(self._probe)
+        return self.found
 
     def close(self) -> None:
         """At exit: the private temporary directory's mount point goes."""
@@ -107,7 +164,7 @@ class Sandboxing:
     def why_not(self) -> str | None:
         """Why commands cannot be sandboxed (``None``: they can, or it is not known yet)."""
         found = self.found
-        return found.why_not if found is not None and found.backend is None else None
+        return found.why_not if found is not None and found.program is None else None
 
     def hidden(self) -> tuple[str, ...]:
         """Hidden from sandboxed commands: the state directory, the stored credentials,
@@ -119,15 +176,16 @@ class Sandboxing:
 
     def sandbox(self, level: Level, roots: Sequence[str]) -> Sandbox:
         """The fence of a command run at ``level`` in a session with these ``roots``."""
-        from .tools.sandbox import Policy, Sandbox
+        from .tools.sandbox import Bubblewrap, Policy, Sandbox
 
-        found = self.found
+        program = self.found.program if self.found is not None else None
+        writable = self.settings.writable
         policy = Policy(
             level=level,
             roots=tuple(os.path.realpath(r) for r in roots),
-            writable=tuple(os.path.realpath(os.path.expanduser(p)) for p in self.settings.writable),
+            writable=tuple(os.path.realpath(os.path.expanduser(p)) for p in writable),
             hidden=self.hidden(),
             network=self.settings.network,
             git_writable=self.settings.git_writable,
         )
-        return Sandbox(policy, found.backend if found is not None else None)
+        return Sandbox(policy, Bubblewrap(program) if program is not None else None)

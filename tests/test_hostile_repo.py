@@ -270,7 +270,7 @@ async def test_hostile_names_are_escaped_in_titles_locations_and_questions(
                   text("done"), answers=["allow_once", "reject_once"])  # fmt: skip
     await world.turn()
     shown = HOSTILE[name]
-    asked = [q.title for q in world.editor.asked]
+    asked = [str(q.title) for q in world.editor.asked]
     assert asked[0] == f"Write {shown}" and name not in asked[1]
     assert asked[1] == f"Run `cat '{shown}'`" or "\n" in name  # (cut at a line break)
     assert world.editor.offered[1][1].name == f"Always allow `cat '{shown}'`"
@@ -330,9 +330,9 @@ async def test_a_commands_environment_has_no_secrets(tmp_path: Path) -> None:
 async def test_an_mcp_server_and_a_subagents_command_get_no_secrets(
     scripted: Scripted, tmp_path: Path
 ) -> None:
-    """Over ACP: a stdio MCP server the agent starts, and a command a subagent runs, get
-    the commands' environment (ordinary variables, the editor's own for the server) and
-    none of the variables that look like secrets."""
+    """Over ACP: a command a subagent runs gets the commands' environment (ordinary
+    variables) and none of the variables that look like secrets; a stdio MCP server the
+    agent starts, its small base through the same filter and the editor's own."""
     from .mcp.conftest import DEMO
 
     ws = tmp_path / "ws"
@@ -340,7 +340,7 @@ async def test_an_mcp_server_and_a_subagents_command_get_no_secrets(
     dump = f"{sys.executable} -c \"import os, json; print(json.dumps(dict(os.environ)))\""
     script = [
         [{"tool_call": {"name": "mcp__demo__getenv", "arguments": {"name": name}}}
-         for name in [*SECRETS, "PROJECT_SETTING", "EDITOR_GIVEN"]],
+         for name in [*SECRETS, "LANG", "EDITOR_GIVEN"]],
         [{"tool_call": {"name": "spawn_agent", "arguments": {
             "title": "Env", "description": "Prints it.", "prompt": "print the env"}}}],
         [{"tool_call": {"name": "run_command", "arguments": {"command": f"{dump} > env.json"}}}],
@@ -356,7 +356,7 @@ async def test_an_mcp_server_and_a_subagents_command_get_no_secrets(
         assert (await agent.prompt(sid, "go"))["stopReason"] == "end_turn"
         texts = {c["rawInput"]["name"]: json.dumps(c.get("content"))
                  for c in agent.tool_calls(sid) if "name" in c["rawInput"]}  # fmt: skip
-    assert "yes" in texts["EDITOR_GIVEN"] and "on" in texts["PROJECT_SETTING"]
+    assert "yes" in texts["EDITOR_GIVEN"] and "C.UTF-8" in texts["LANG"]
     for name, value in SECRETS.items():
         assert value not in texts[name], (name, texts[name])
     child_env = json.loads((ws / "env.json").read_text())

@@ -34,7 +34,7 @@ async def bench_sandbox(runs: int, tmp: str, median: Callable[[list[float]], flo
     ws.mkdir(exist_ok=True)
     box = Sandboxing(from_mapping({"state-dir": str(Path(tmp) / "sandbox-state")}))
     found = await box.ready()
-    if found.backend is None:
+    if found.program is None:
         return {"sandbox_unavailable": found.why_not}
     fenced = box.sandbox("workspace-write", [str(ws)])
     commands = {"true": "true", "python_c": f"{shlex.quote(sys.executable)} -c 'print(1)'"}
@@ -56,7 +56,7 @@ async def bench_sandbox(runs: int, tmp: str, median: Callable[[list[float]], flo
         for clock in ("process", "run_local"):
             inside, outside = median(times[clock, "inside"]), median(times[clock, "outside"])
             key = f"sandbox_{name}_{clock}"
-            out[f"{key}_{found.backend.name}_ms"] = inside
+            out[f"{key}_bubblewrap_ms"] = inside
             out[f"{key}_unsandboxed_ms"] = outside
             out[f"{key}_added_ms"] = inside - outside
             out[f"{key}_ratio"] = inside / outside

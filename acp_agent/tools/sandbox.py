@@ -3,7 +3,7 @@ function every route that starts a command uses (the local ``run_command``, the
 editor's terminal, subagents' commands alike: the editor's ``terminal/create`` is handed
 the wrapped command line, so its terminal applies the same fence).
 
-Levels (:data:`LEVELS`): ``read-only`` (reads anywhere, writes only a private
+Levels: ``read-only`` (reads anywhere, writes only a private
 temporary directory, no network), ``workspace-write`` (also the session's roots and
 the configured ``writable`` paths; the ``.git`` of each root stays read-only unless
 configured), ``off`` (nothing: the command runs as the user). Hidden paths (the agent's
@@ -18,7 +18,7 @@ starts, or the terminal the editor kills) kills everything inside, and so does t
 agent's death. The file system is the host's, mounted read-only, with the writable
 places bound read-write over it, then the protected and hidden ones over those, and a
 fresh in-memory ``tmpfs`` as the private temporary directory (``TMPDIR``). Whether it
-works is found by running it once (:func:`detect`): user namespaces may be disabled.
+works is found by running it once (``sandboxing``: user namespaces may be disabled).
 Other backends (Landlock, macOS ``sandbox-exec``) would implement :class:`Backend`;
 none is implemented.
 """
@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -36,9 +34,6 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias
 
 Level: TypeAlias = Literal["read-only", "workspace-write", "off"]
-LEVELS: tuple[Level, ...] = ("read-only", "workspace-write", "off")
-#: Seconds the probe of a backend may take.
-PROBE_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,34 +123,6 @@ class Sandbox:
         if self.backend is None or self.policy.level == "off":
             return list(command)
         return self.backend.argv(command, self.policy, cwd)
-
-
-@dataclass(frozen=True, slots=True)
-class Detected:
-    """A backend that works, or why none does (in words for the user)."""
-
-    backend: Backend | None
-    why_not: str = ""
-
-
-def detect(choice: str = "auto") -> Detected:
-    """The backend to use, found by running it once: ``auto`` or ``bubblewrap`` (the
-    only one there is). Runs a program: call it from a worker thread or at start."""
-    program = shutil.which("bwrap")
-    if program is None:
-        return Detected(None, "bubblewrap is not installed (install the `bubblewrap` "
-                              "package: it provides `bwrap`)")  # fmt: skip
-    backend = Bubblewrap(program)
-    probe = backend.argv(["/bin/true"], Policy("read-only"), "/")
-    try:
-        done = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              errors="replace", timeout=PROBE_TIMEOUT)  # fmt: skip
-    except (OSError, subprocess.SubprocessError) as exc:
-        return Detected(None, f"{program} cannot be run ({exc})")
-    if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        return Detected(None, f"bubblewrap does not work here ({said})")
-    return Detected(backend)
 
 
 _temp: str | None = None
