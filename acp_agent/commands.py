@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from .escaping import escaped
 from .projectfiles import Refused, read_project_text
 from .protocol import UNSET
 from .protocol import types as t
@@ -122,8 +123,9 @@ def load_prompt_commands(
                 continue
             meta, body = _front_matter(got.text)
             first_line = next((ln.strip() for ln in body.splitlines() if ln.strip()), stem)
-            description = meta.get("description") or first_line[:80]
+            description = escaped(meta.get("description") or first_line[:80])  # shown
             hint = meta.get("argument-hint") or ("arguments" if "$ARGUMENTS" in body else None)
+            hint = escaped(hint) if hint else None
             found[stem] = PromptCommand(stem, description, hint, body.strip(), path)
     return found
 

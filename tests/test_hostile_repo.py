@@ -205,6 +205,17 @@ def test_a_project_file_is_read_only_where_it_may_be(tmp_path: Path) -> None:
                       Refused)  # fmt: skip
 
 
+def test_a_command_files_description_is_shown_escaped(tmp_path: Path) -> None:
+    from acp_agent.commands import load_prompt_commands
+
+    commands = tmp_path / ".acp-agent" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "x.md").write_text(
+        "---\ndescription: a\x1b[2Jb\u202e\nargument-hint: c\x07\n---\nDo.")
+    (found,) = load_prompt_commands(str(tmp_path), env={}).values()
+    assert (found.description, found.hint) == ("a\\x1b[2Jb\\u202e", "c\\x07")
+
+
 def linked_project(tmp_path: Path) -> tuple[Path, Path]:
     """A workspace whose instruction and command files all link to a secret outside."""
     ws, outside = tmp_path / "ws", tmp_path / "outside"

@@ -356,3 +356,34 @@ async def test_without_a_sandbox_auto_is_not_offered_and_the_user_is_told_once(
     assert "install the `bubblewrap` package" in told[0]["description"]
     (call,) = agent.tool_calls(second)
     assert call["status"] == "failed" and not (Path(workspace) / "x").exists()
+
+
+async def test_approved_commands_run_at_the_approved_level(
+    scripted: Scripted, place: Place
+) -> None:
+    """In ask mode `[sandbox] approved` fences what the user approves; bypass never."""
+    for mode, level, asks in (("ask", "read-only", 1), ("bypass", "off", 0)):
+        agent = scripted([[command(f"echo x > {mode}.txt")], [{"text": "done"}]],
+                         "--mode", mode, config='[sandbox]\napproved = "read-only"\n')  # fmt: skip
+        async with agent:
+            await agent.initialize()
+            sid = await agent.new_session(str(place.ws))
+            assert (await agent.prompt(sid, "go"))["stopReason"] == "end_turn"
+            (call,) = agent.tool_calls(sid)
+        assert len(agent.client_requests) == asks
+        assert call["rawOutput"]["sandbox"] == level
+        assert (place.ws / f"{mode}.txt").exists() == (level == "off")
+
+
+def test_the_terminal_shows_the_sandbox_level(tmp_path: Path, workspace: str) -> None:
+    """`acp-agent chat` names auto's sandbox level on its first line and under /mode."""
+    result = subprocess.run(
+        [sys.executable, "-m", "acp_agent", "chat", "--sandbox", "read-only", "--state-dir",
+         str(tmp_path / "state"), "--cwd", workspace],
+        input="/mode\n", text=True, capture_output=True, env=agent_env({"NO_COLOR": "1"}),
+        timeout=WAIT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    shown = result.stdout + result.stderr
+    assert "sandbox read-only ·" in shown and "sandbox of auto's commands: read-only" in shown
+    assert " auto " in shown
