@@ -31,6 +31,7 @@ from .engine_world import World
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text
 from .fakes.provider import calls, text
 from .harness import AgentProcess, Scripted
+from .limits import WAIT
 from .schema_check import SchemaChecker
 
 GIT = shutil.which("git") or "git"
@@ -358,7 +359,8 @@ async def test_an_mcp_server_and_a_subagents_command_get_no_secrets(
         [{"text": "printed"}],
         [{"text": "done"}],
     ]  # fmt: skip
-    agent = scripted(script, "--mode", "bypass", **SECRETS, **ORDINARY)
+    wait = f"[limits]\nmcp-start-timeout = {WAIT}\n"  # the first request waits for the server
+    agent = scripted(script, "--mode", "bypass", config=wait, **SECRETS, **ORDINARY)
     async with agent:
         await agent.initialize()
         server = {"name": "demo", "command": sys.executable, "args": [str(DEMO)],
