@@ -21,8 +21,9 @@ sandbox (``run_command``'s ``outside_sandbox``) always asks (plan: refused), and
 what its option's name says (:class:`Scope`), nothing wider:
 
 * a command: that program with exactly those arguments (as ``shlex`` splits them), run
-  in that directory; a command line with shell syntax (``;``, ``&&``, pipes,
-  substitutions, redirections) only as that exact line. Nothing is generalised: not to
+  in that directory (and, when it runs sandboxed, at that sandbox level only); a command
+  line with shell syntax (``;``, ``&&``, pipes, substitutions, redirections) only as that
+  exact line. Nothing is generalised: not to
   other arguments, and never through wrappers (``env``, ``sh -c``, ``sudo``, ``xargs``,
   ``timeout``, ``nice``, ``nohup``, ``command``, ``exec``, ``eval``...);
 * file edits inside the session's roots: the directory of the file(s) and below;
@@ -118,7 +119,8 @@ class Scope(msgspec.Struct, frozen=True):
 
     kind: Literal["files", "command", "tool"]
     target: str
-    """files: ``"<access>:<real directory>"``; command: ``"<cwd>\0<command>"``; tool: its name."""
+    """files: ``"<access>:<real directory>"``; command: ``"<cwd>\0<command>"`` (then
+    ``"\0<level>"`` when it runs sandboxed); tool: its name."""
     label: str
     """How the option names it: ``edits in src/``, ```npm test```, ```mcp__x__y```."""
 
@@ -152,6 +154,9 @@ def scope_of(
             except ValueError:
                 text = command
         label = f"`{text}`" + ("" if where == os.path.realpath(cwd) else f" in {display(where)}")
+        if info.sandbox is not None:  # approved fenced: covers it fenced so, never unfenced
+            return Scope("command", f"{where}\0{text}\0{info.sandbox}",
+                         f"{label} (sandboxed: {info.sandbox})")  # fmt: skip
         return Scope("command", f"{where}\0{text}", label)
     if real_paths:
         if info.access not in ("read", "write"):

@@ -206,7 +206,8 @@ async def _permit(
     real = [tctx.check(p) for p in info.paths]
     inside = all(tctx.inside_roots(p) for p in real)
     mode = session.root.mode  # a subagent follows its parent's current mode
-    decision = decide(mode, info.access, inside, sandboxed=info.sandboxed, leaving=info.leaving)
+    sandboxed = info.sandbox is not None
+    decision = decide(mode, info.access, inside, sandboxed=sandboxed, leaving=info.leaving)
     scope = None  # leaving the sandbox is asked every time: never "always"
     if inside and not info.leaving:
         scope = scope_of(tool.spec.name, info, real, session.cwd, tctx.display)

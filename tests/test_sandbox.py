@@ -387,3 +387,26 @@ def test_the_terminal_shows_the_sandbox_level(tmp_path: Path, workspace: str) ->
     shown = result.stdout + result.stderr
     assert "sandbox read-only ·" in shown and "sandbox of auto's commands: read-only" in shown
     assert " auto " in shown
+
+
+async def test_always_for_a_sandboxed_command_never_covers_it_unsandboxed(
+    scripted: Scripted, place: Place
+) -> None:
+    """"Always" given to a command run read-only (plan mode) names the level and covers
+    it there only: the same command in ask mode, unsandboxed, asks again."""
+    script = [[command("echo x")], [{"text": "one"}], [command("echo x")], [{"text": "two"}],
+              [command("echo x")], [{"text": "three"}]]  # fmt: skip
+    agent = scripted(script, "--mode", "plan")
+    agent.handlers["session/request_permission"] = answers("allow_always", "allow_once")
+    async with agent:
+        await agent.initialize()
+        sid = await agent.new_session(str(place.ws))
+        await agent.prompt(sid, "go")
+        await agent.prompt(sid, "again")  # remembered: not asked
+        await agent.request("session/set_mode", {"sessionId": sid, "modeId": "ask"})
+        await agent.prompt(sid, "and in ask mode")
+    asked = [r["params"] for r in agent.client_requests]
+    assert [q["toolCall"]["title"] for q in asked] == [
+        "Run `echo x` (sandboxed: read-only)", "Run `echo x`"]
+    always = next(o["name"] for o in asked[0]["options"] if o["kind"] == "allow_always")
+    assert always == "Always allow `echo x` (sandboxed: read-only)"

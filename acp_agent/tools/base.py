@@ -107,8 +107,9 @@ class CallInfo:
     """The command line it runs, if it runs one (an "always" answer covers exactly it)."""
     content: tuple[Any, ...] = ()
     """What the user is shown before approving (``Tool.prepare``'s preview: a diff)."""
-    sandboxed: bool = False
-    """The command runs in the sandbox (``auto`` runs it unasked)."""
+    sandbox: str | None = None
+    """The sandbox level the command runs at (``None``: unsandboxed); ``auto`` runs a
+    sandboxed command unasked, and an "always" answer covers it at that level only."""
     leaving: bool = False
     """The model asks to run the command outside the sandbox (always asked)."""
 

@@ -69,8 +69,9 @@ class RunCommand(BuiltinTool[RunCommandArgs]):
             title += f" outside the sandbox (why: {short(reason, 160)})"
         elif level != "off":
             title += f" (sandboxed: {level})"
-        return CallInfo(title, "execute", (cwd,), command=args.command,
-                        sandboxed=level != "off", leaving=bool(reason))  # fmt: skip
+        fenced = None if level == "off" else level
+        return CallInfo(title, "execute", (cwd,), command=args.command, sandbox=fenced,
+                        leaving=bool(reason))  # fmt: skip
 
     async def run(self, args: RunCommandArgs, ctx: ToolContext) -> ToolOutput:
         command = args.command
