@@ -266,7 +266,7 @@ def load_config(args: argparse.Namespace | SimpleNamespace) -> Config:
             )
         overrides[cfg.provider] = {"base-url": args.base_url}
         cfg = config_mod.load(args.config, overrides=overrides)
-    from .sandboxing import start_check
+    from .engine.sandboxing import start_check
 
     start_check(cfg)  # a sandbox the configuration needs must work here
     return cfg

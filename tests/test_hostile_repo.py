@@ -19,12 +19,12 @@ import msgspec
 import pytest
 from rich.console import Console
 
-from acp_agent.childenv import child_environ
 from acp_agent.config import from_mapping
-from acp_agent.gitstate import state
+from acp_agent.engine.childenv import child_environ
+from acp_agent.engine.gitstate import state
+from acp_agent.engine.projectfiles import ProjectText, Refused, read_project_text
 from acp_agent.human import Renderer
 from acp_agent.human._rich import RichView
-from acp_agent.projectfiles import ProjectText, Refused, read_project_text
 from acp_agent.protocol import types as t
 
 from .engine_world import World
@@ -207,7 +207,7 @@ def test_a_project_file_is_read_only_where_it_may_be(tmp_path: Path) -> None:
 
 
 def test_a_command_files_description_is_shown_escaped(tmp_path: Path) -> None:
-    from acp_agent.commands import load_prompt_commands
+    from acp_agent.handlers.commands import load_prompt_commands
 
     commands = tmp_path / ".acp-agent" / "commands"
     commands.mkdir(parents=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 async def bench_sandbox(runs: int, tmp: str, median: Callable[[list[float]], float]
                         ) -> dict[str, float | str]:  # fmt: skip
     from acp_agent.config import from_mapping
-    from acp_agent.sandboxing import Sandboxing
+    from acp_agent.engine.sandboxing import Sandboxing
     from acp_agent.tools.shell import run_local
 
     ws = Path(tmp) / "sandbox-ws"

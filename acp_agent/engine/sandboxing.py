@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .config import Config, ConfigError, SandboxSettings, default_state_dir
+from ..config import Config, ConfigError, SandboxSettings, default_state_dir
 
 if TYPE_CHECKING:  # the tools load after the first session opens, not with the runtime
-    from .tools.sandbox import Level, Sandbox
+    from ..tools.sandbox import Level, Sandbox
 
 #: The probe: bubblewrap creating the namespaces and mounts of every sandboxed command.
 PROBE = ("--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
@@ -157,7 +157,7 @@ class Sandboxing:
     def close(self) -> None:
         """At exit: the private temporary directory's mount point goes."""
         if self.available:
-            from .tools.sandbox import remove_private_temp
+            from ..tools.sandbox import remove_private_temp
 
             remove_private_temp()
 
@@ -169,14 +169,14 @@ class Sandboxing:
     def hidden(self) -> tuple[str, ...]:
         """Hidden from sandboxed commands: the state directory, the stored credentials,
         ``[sandbox] hide``."""
-        from .providers.credentials import directory
+        from ..providers.credentials import directory
 
         places = [self.state_dir, directory() or "", *self.settings.hide]
         return tuple(os.path.abspath(os.path.expanduser(p)) for p in places if p)
 
     def sandbox(self, level: Level, roots: Sequence[str]) -> Sandbox:
         """The fence of a command run at ``level`` in a session with these ``roots``."""
-        from .tools.sandbox import Bubblewrap, Policy, Sandbox
+        from ..tools.sandbox import Bubblewrap, Policy, Sandbox
 
         program = self.found.program if self.found is not None else None
         writable = self.settings.writable

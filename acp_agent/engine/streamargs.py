@@ -22,11 +22,11 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
-from .escaping import escaped, escaped_locations
-from .protocol import types as t
+from ..escaping import escaped, escaped_locations
+from ..protocol import types as t
 
 if TYPE_CHECKING:
-    from .tools.base import Tool, ToolContext
+    from ..tools.base import Tool, ToolContext
 
 _DECODER = json.JSONDecoder()
 _WS = " \t\n\r"

@@ -22,7 +22,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from .config import Config
+from ..config import Config
 
 #: Names that look like secrets (``fnmatch`` patterns, matched case-insensitively).
 SECRET_PATTERNS = (
@@ -48,7 +48,7 @@ def looks_secret(name: str) -> bool:
 
 def secret_names(config: Config) -> set[str]:
     """The variables that hold the agent's model credentials."""
-    from .providers.registry import FAMILIES, spec
+    from ..providers.registry import FAMILIES, spec
 
     names: set[str] = set()
     for family in FAMILIES:
@@ -58,7 +58,7 @@ def secret_names(config: Config) -> set[str]:
 
 
 def child_environ(config: Config, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    from .providers.credentials import secrets
+    from ..providers.credentials import secrets
 
     secret = secret_names(config)
     values = set(secrets(environ))

@@ -21,14 +21,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .escaping import escaped
-from .projectfiles import Refused, read_project_text
-from .protocol import UNSET
-from .protocol import types as t
+from ..engine.projectfiles import Refused, read_project_text
+from ..escaping import escaped
+from ..protocol import UNSET
+from ..protocol import types as t
 
 if TYPE_CHECKING:
+    from ..sessions.session import Session
     from .runtime import Runtime
-    from .session import Session
 
 MAX_COMMAND_BYTES = 256 * 1024
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -191,7 +191,7 @@ async def dispatch(
         await session.say(f"Model: **{session.model}** (available: {', '.join(rt.models)}).")
         return done
     if name == "compact":
-        from .compaction import compact_session
+        from ..engine.compaction import compact_session
 
         await compact_session(rt, session, rest or None, keep_tokens=0)
         return done
@@ -199,7 +199,7 @@ async def dispatch(
     if command is not None:
         return [t.TextContent(text=command.expand(rest)), *tail]
     if session.mcp is not None and any(p.name == name for p in session.mcp.prompts()):
-        from .mcp import PromptError
+        from ..mcp import PromptError
 
         try:
             return [*await session.mcp.get_prompt(name, rest), *tail]

@@ -43,12 +43,12 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import msgspec
 
-from .escaping import escaped
-from .protocol import types as t
+from ..escaping import escaped
+from ..protocol import types as t
 
 if TYPE_CHECKING:
-    from .tools.base import Access, CallInfo
-    from .tools.sandbox import Level
+    from ..tools.base import Access, CallInfo
+    from ..tools.sandbox import Level
 
 Decision: TypeAlias = Literal["allow", "ask", "deny"]
 
@@ -281,7 +281,7 @@ def _locked(path: str) -> Iterator[None]:
 
 def _merge(path: str, key: str, allow: bool) -> None:
     """Add one answer to the file under the project's lock (read, merge, replace)."""
-    from . import log
+    from .. import log
 
     try:
         with _locked(path):

@@ -35,11 +35,11 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from .escaping import escaped
+from ..escaping import escaped
 from .projectfiles import ProjectText, Refused, read_project_text
 
 if TYPE_CHECKING:
-    from .session import Session
+    from ..sessions.session import Session
 
 MAX_INSTRUCTIONS_CHARS = 16_000
 MAX_INSTRUCTIONS_BYTES = 4 * MAX_INSTRUCTIONS_CHARS  # at most this much of a file is read
