@@ -140,8 +140,14 @@ def _agent_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--mode",
-        choices=["ask", "accept-edits", "plan", "bypass"],
-        help="default permission mode of new sessions (default: ask)",
+        choices=["ask", "accept-edits", "auto", "plan", "bypass"],
+        help="default permission mode of new sessions (default: ask; auto runs commands "
+        "in a sandbox without asking: it needs bubblewrap)",
+    )
+    p.add_argument(
+        "--sandbox",
+        choices=["workspace-write", "read-only", "off"],
+        help="the sandbox level auto mode runs commands at (default: workspace-write)",
     )
     p.add_argument(
         "--log-level",
@@ -154,7 +160,7 @@ def _agent_flags(p: argparse.ArgumentParser) -> None:
 def _forward(args: argparse.Namespace) -> list[str]:
     """The agent flags given to the human mode, for its agent subprocess."""
     out: list[str] = []
-    for flag in ("model", "base_url", "config", "state_dir", "mode", "log_level", "log_file"):
+    for flag in _VALUE_FLAGS:
         value = getattr(args, flag)
         if value:
             out += ["--" + flag.replace("_", "-"), value]
@@ -183,6 +189,8 @@ def _overrides(args: argparse.Namespace | SimpleNamespace) -> dict[str, Any]:
         out["state-dir"] = args.state_dir
     if args.mode:
         out["default-mode"] = args.mode
+    if getattr(args, "sandbox", None):
+        out["sandbox"] = {"level": args.sandbox}
     if args.log_level:
         out["log-level"] = args.log_level
     if args.log_file:
@@ -190,7 +198,9 @@ def _overrides(args: argparse.Namespace | SimpleNamespace) -> dict[str, Any]:
     return out
 
 
-_VALUE_FLAGS = ("model", "base_url", "config", "state_dir", "mode", "log_level", "log_file")
+_VALUE_FLAGS = (
+    "model", "base_url", "config", "state_dir", "mode", "sandbox", "log_level", "log_file"
+)
 LOGIN_COMMANDS = ("login", "logout")
 
 
@@ -256,6 +266,10 @@ def load_config(args: argparse.Namespace | SimpleNamespace) -> Config:
             )
         overrides[cfg.provider] = {"base-url": args.base_url}
         cfg = config_mod.load(args.config, overrides=overrides, check=check)
+    if config_mod.sandbox_needs(cfg):  # a sandbox the configuration needs must work here
+        from .engine.sandboxing import start_check
+
+        start_check(cfg)
     return cfg
 
 

@@ -14,7 +14,8 @@ from typing import Any, Literal
 import msgspec
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
-ModeId = Literal["ask", "accept-edits", "plan", "bypass"]
+ModeId = Literal["ask", "accept-edits", "auto", "plan", "bypass"]
+SandboxLevel = Literal["read-only", "workspace-write", "off"]
 
 
 class ConfigError(Exception):
@@ -68,6 +69,24 @@ class Limits(_Section, frozen=True):
     prompt_cache: bool = True
 
 
+class SandboxSettings(_Section, frozen=True):
+    """``[sandbox]``: how commands are fenced (see ``sandboxing`` and ``tools.sandbox``)."""
+
+    level: SandboxLevel = "workspace-write"
+    """The level ``auto`` mode runs commands at without asking (the ``sandbox`` session
+    option's default; ``--sandbox``)."""
+    approved: SandboxLevel = "off"
+    """The level commands approved in ``ask`` and ``accept-edits`` run at."""
+    backend: Literal["auto", "bubblewrap"] = "auto"
+    network: bool = False
+    writable: list[str] = []
+    """More writable places at ``workspace-write`` (each must exist)."""
+    hide: list[str] = []
+    """Places sandboxed commands see empty (besides the state and credentials)."""
+    git_writable: bool = False
+    """The ``.git`` directories of the roots writable at ``workspace-write``."""
+
+
 class Config(_Section, frozen=True):
     model: str = "offline"
     models: list[str] = []
@@ -84,6 +103,7 @@ class Config(_Section, frozen=True):
     offline_script: str | None = None
     keep_env: list[str] = []
     """Variables passed to commands although they look like secrets (see ``childenv``)."""
+    sandbox: SandboxSettings = SandboxSettings()
 
     @property
     def provider(self) -> str:
@@ -92,6 +112,20 @@ class Config(_Section, frozen=True):
 
     def provider_settings(self, family: str) -> ProviderSettings:
         return self.providers.get(family) or _NO_SETTINGS
+
+
+def sandbox_needs(config: Config) -> list[str]:
+    """What in the configuration needs a working sandbox (empty: nothing does), in words:
+    checked at start, so that a missing one is an error there, never a silent downgrade."""
+    settings = config.sandbox
+    needed = []
+    if config.default_mode == "auto":
+        needed.append("`--mode auto` (default-mode) runs commands in a sandbox")
+    if settings.backend != "auto":
+        needed.append(f"`sandbox.backend` is {settings.backend!r}")
+    if settings.approved != "off":
+        needed.append(f"`sandbox.approved` is {settings.approved!r}")
+    return needed
 
 
 _NO_SETTINGS = ProviderSettings()
@@ -171,6 +205,13 @@ def validate(config: Config, source: str = "config") -> None:
             raise ConfigError(f"{source}: `limits.{name.replace('_', '-')}` must be positive")
     if config.limits.max_message_bytes < 1024:
         raise ConfigError(f"{source}: `limits.max-message-bytes` must be at least 1024")
+    for key, places in (("writable", config.sandbox.writable), ("hide", config.sandbox.hide)):
+        for place in places:
+            full = os.path.expanduser(place)
+            if not os.path.isabs(full):
+                raise ConfigError(f"{source}: `sandbox.{key}`: {place!r} is not an absolute path")
+            if key == "writable" and not os.path.exists(full):
+                raise ConfigError(f"{source}: `sandbox.writable`: {place!r} does not exist")
 
 
 def load(

@@ -156,8 +156,13 @@ def wire(
     for it."""
     if env.get(COALESCE_ENV, "") not in ("", "0"):
         connection.coalesce["session/update"] = ChunkMerger()
+    def late() -> None:  # (the warm-up thread) what session/new waits for
+        services = agent.services()
+        services.sandboxing.start()  # a process of its own: runs beside what follows
+        services.sessions.ready_store()
+
     def imports() -> None:
-        warm(config, agent.warmup.opened, params, lambda: agent.services().sessions.ready_store())
+        warm(config, agent.warmup.opened, params, late)
 
     agent = Agent(config, ClientProxy(connection), imports)
     routes = agent.routes()

@@ -170,6 +170,7 @@ def test_the_example_configuration_is_valid() -> None:
     with open(ROOT / "config.example.toml", "rb") as fh:
         config = from_mapping(tomllib.load(fh), "config.example.toml")
     assert config.limits == Config().limits and config.model == "offline"
+    assert config.sandbox == Config().sandbox
 
 
 def test_plain_acp_agent_imports_neither_rich_nor_the_human_mode() -> None:

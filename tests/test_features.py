@@ -97,7 +97,7 @@ class TestSlashCommands:
             await agent.prompt(sid, "hello")
             assert texts(agent, sid).endswith("model answer")
 
-    async def test_plan_mode_refuses_edits_and_commands(
+    async def test_plan_mode_refuses_edits_and_runs_commands_read_only(
         self, checker: SchemaChecker, state_dir: str, workspace: str, tmp_path: Path
     ) -> None:
         agent = _agent(checker, state_dir, tmp_path, [
@@ -114,8 +114,9 @@ class TestSlashCommands:
                 for u in agent.updates_of(sid, "tool_call_update")
                 if u.get("status") in ("completed", "failed")
             }
-            assert sorted(finals.values()) == ["completed", "failed", "failed"]
-            assert not agent.client_requests  # plan mode never asks: it refuses
+            assert sorted(finals.values()) == ["completed", "completed", "failed"]
+            asked = [r["params"]["toolCall"]["title"] for r in agent.client_requests]
+            assert asked == ["Run `touch y.txt` (sandboxed: read-only)"]  # the edit: refused
             assert (
                 not (Path(workspace) / "x.txt").exists()
                 and not (Path(workspace) / "y.txt").exists()
@@ -126,7 +127,8 @@ class TestModesAgainstToolKinds:
     @pytest.mark.parametrize(("mode", "asks", "runs"), [
         ("ask", {"edit", "execute"}, {"read", "edit", "execute"}),
         ("accept-edits", {"execute"}, {"read", "edit", "execute"}),
-        ("plan", set(), {"read"}),
+        ("auto", set(), {"read", "edit", "execute"}),  # the command in the sandbox
+        ("plan", {"execute"}, {"read", "execute"}),  # the command read-only, after asking
         ("bypass", set(), {"read", "edit", "execute"}),
     ])
     async def test_mode_policy(

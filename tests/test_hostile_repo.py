@@ -31,6 +31,7 @@ from .engine_world import World
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text
 from .fakes.provider import calls, text
 from .harness import AgentProcess, Scripted
+from .limits import WAIT
 from .schema_check import SchemaChecker
 
 GIT = shutil.which("git") or "git"
@@ -205,6 +206,17 @@ def test_a_project_file_is_read_only_where_it_may_be(tmp_path: Path) -> None:
                       Refused)  # fmt: skip
 
 
+def test_a_command_files_description_is_shown_escaped(tmp_path: Path) -> None:
+    from acp_agent.handlers.commands import load_prompt_commands
+
+    commands = tmp_path / ".acp-agent" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "x.md").write_text(
+        "---\ndescription: a\x1b[2Jb\u202e\nargument-hint: c\x07\n---\nDo.")
+    (found,) = load_prompt_commands(str(tmp_path), env={}).values()
+    assert (found.description, found.hint) == ("a\\x1b[2Jb\\u202e", "c\\x07")
+
+
 def linked_project(tmp_path: Path) -> tuple[Path, Path]:
     """A workspace whose instruction and command files all link to a secret outside."""
     ws, outside = tmp_path / "ws", tmp_path / "outside"
@@ -270,8 +282,8 @@ async def test_hostile_names_are_escaped_in_titles_locations_and_questions(
                   text("done"), answers=["allow_once", "reject_once"])  # fmt: skip
     await world.turn()
     shown = HOSTILE[name]
-    asked = [q.title for q in world.editor.asked]
-    assert asked[0] == f"Write {shown}" and name not in str(asked[1])
+    asked = [str(q.title) for q in world.editor.asked]
+    assert asked[0] == f"Write {shown}" and name not in asked[1]
     assert asked[1] == f"Run `cat '{shown}'`" or "\n" in name  # (cut at a line break)
     assert world.editor.offered[1][1].name == f"Always allow `cat '{shown}'`"
     titles = [u.title for u in world.emitted(t.ToolCall)]
@@ -330,9 +342,9 @@ async def test_a_commands_environment_has_no_secrets(tmp_path: Path) -> None:
 async def test_an_mcp_server_and_a_subagents_command_get_no_secrets(
     scripted: Scripted, tmp_path: Path
 ) -> None:
-    """Over ACP: a stdio MCP server the agent starts, and a command a subagent runs, get
-    the commands' environment (ordinary variables, the editor's own for the server) and
-    none of the variables that look like secrets."""
+    """Over ACP: a command a subagent runs gets the commands' environment (ordinary
+    variables) and none of the variables that look like secrets; a stdio MCP server the
+    agent starts, its small base through the same filter and the editor's own."""
     from .mcp.conftest import DEMO
 
     ws = tmp_path / "ws"
@@ -340,14 +352,15 @@ async def test_an_mcp_server_and_a_subagents_command_get_no_secrets(
     dump = f"{sys.executable} -c \"import os, json; print(json.dumps(dict(os.environ)))\""
     script = [
         [{"tool_call": {"name": "mcp__demo__getenv", "arguments": {"name": name}}}
-         for name in [*SECRETS, "PROJECT_SETTING", "EDITOR_GIVEN"]],
+         for name in [*SECRETS, "LANG", "EDITOR_GIVEN"]],
         [{"tool_call": {"name": "spawn_agent", "arguments": {
             "title": "Env", "description": "Prints it.", "prompt": "print the env"}}}],
         [{"tool_call": {"name": "run_command", "arguments": {"command": f"{dump} > env.json"}}}],
         [{"text": "printed"}],
         [{"text": "done"}],
     ]  # fmt: skip
-    agent = scripted(script, "--mode", "bypass", **SECRETS, **ORDINARY)
+    wait = f"[limits]\nmcp-start-timeout = {WAIT}\n"  # the first request waits for the server
+    agent = scripted(script, "--mode", "bypass", config=wait, **SECRETS, **ORDINARY)
     async with agent:
         await agent.initialize()
         server = {"name": "demo", "command": sys.executable, "args": [str(DEMO)],
@@ -356,7 +369,7 @@ async def test_an_mcp_server_and_a_subagents_command_get_no_secrets(
         assert (await agent.prompt(sid, "go"))["stopReason"] == "end_turn"
         texts = {c["rawInput"]["name"]: json.dumps(c.get("content"))
                  for c in agent.tool_calls(sid) if "name" in c["rawInput"]}  # fmt: skip
-    assert "yes" in texts["EDITOR_GIVEN"] and "on" in texts["PROJECT_SETTING"]
+    assert "yes" in texts["EDITOR_GIVEN"] and "C.UTF-8" in texts["LANG"]
     for name, value in SECRETS.items():
         assert value not in texts[name], (name, texts[name])
     child_env = json.loads((ws / "env.json").read_text())

@@ -29,6 +29,9 @@ Measures (medians; baselines interleaved with what they are the baseline of):
               40 k-token window: peak request, summaries, stubs (bench_context.py)
   cost        input cost of a scripted 10-turn coding session with prompt caching on and off,
               per provider, against the fake server billing as the vendors do (bench_cost.py)
+  sandbox     a command through run_command's local route inside the sandbox
+              (workspace-write, bubblewrap) against the same command outside it: `true` and
+              a short `python -c` (bench_sandbox.py)
 
 The run ends with the issue-17 figures as ratios to their baselines, and the machine they
 came from (with its load average: other work on it moves every figure).
@@ -453,6 +456,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             from bench_context import bench_context
 
             out.update(await bench_context(tmp, Agent, agent_cmd))
+        if only in (None, "sandbox"):
+            from bench_sandbox import bench_sandbox
+
+            out.update(await bench_sandbox(args.runs, tmp, median))
     return out
 
 
@@ -463,7 +470,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--chunks", type=int, default=20_000)
     measures = ["startup", "stream", "first", "coalesce", "concurrent", "list", "load", "cancel",
-                "exit", "encode", "sse", "cost", "context"]  # fmt: skip
+                "exit", "encode", "sse", "cost", "context", "sandbox"]  # fmt: skip
     p.add_argument("--only", choices=measures)
     p.add_argument("--before", help="git revision to compare start-up, list and load with")
     args = p.parse_args()

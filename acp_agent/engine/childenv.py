@@ -1,9 +1,10 @@
 """The environment of the programs the agent starts: the agent's own, without its secrets.
 
 Every child gets it: the commands the model runs (``run_command``, a subagent's too, and
-sandboxed or not), the stdio MCP servers the agent starts (with what the editor
-configured for each on top), and the ``git status`` of the environment block. Removed,
-unless listed in the configuration's ``keep-env``:
+sandboxed or not) and the ``git status`` of the environment block. The stdio MCP servers
+the agent starts get a small base of it (``mcp.base_env``: ``PATH``, ``HOME``, locale,
+proxies, certificates) through the same filter, then what the editor configured for each.
+Removed, unless listed in the configuration's ``keep-env``:
 
 * every provider family's key variables, and any configured ``api-key-env``;
 * any variable whose name looks like a secret (case-insensitive): ``*_API_KEY``,

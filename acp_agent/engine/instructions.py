@@ -19,7 +19,7 @@ request (a stable prefix is what prompt caching pays off on), from:
    (``Facts.refused``), never read.
 
 A later change of mode reaches the model as a short note with the next prompt
-(:func:`mode_note`), and plan mode offers only tools that read (see ``permissions.offered``).
+(:func:`mode_note`), and plan mode offers only tools that read (see ``runtime``).
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ import asyncio
 import datetime
 import os
 import platform
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from ..escaping import escaped
 from .gitstate import repo_root, state
 from .projectfiles import ProjectText, Refused, read_project_text
 
@@ -48,12 +50,26 @@ INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 MODE_RULES = {
     "ask": "reads run; every edit and command asks the user first",
     "accept-edits": "reads and edits inside the workspace run; commands ask the user first",
+    "auto": (
+        "reads and edits inside the workspace run; commands run without asking, in a "
+        "sandbox (run_command's result says when the sandbox refused something); anything "
+        "else asks the user first"
+    ),
     "plan": (
-        "read-only: explore and plan, and deliver the plan with write_plan; edits and "
-        "commands are not available"
+        "read-only: explore and plan, and deliver the plan with write_plan; edits are not "
+        "available, and commands (when run_command is offered) run read-only in a sandbox "
+        "after the user approves"
     ),
     "bypass": "everything runs without asking",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class ClientPrompt:
+    """A client's ``systemPrompt``: ``append`` or ``override``, and its text."""
+
+    mode: str
+    text: str
 
 
 @cache
@@ -66,19 +82,26 @@ async def system_prompt(
     *,
     configured: str | None = None,
     env: Mapping[str, str] = os.environ,
-    refused: Callable[[Refused], Awaitable[None]] | None = None,
+    tell: Callable[[str, str], Awaitable[None]] | None = None,
 ) -> str:
     """The session's system prompt (built on first use, then kept). ``env``: the
-    environment commands get (git runs with it); ``refused`` hears of each instruction
-    file that was not read (a link out of the roots, not text...)."""
+    environment commands get (git runs with it); ``tell`` (a title, a description)
+    hears once per session of each instruction file that was not read, and why."""
     if session.system_text is None:
         facts = await asyncio.to_thread(_gather, session.cwd, session.roots, env)
         session.system_text = compose(session, facts, configured)
         session.told_mode = session.mode
-        if refused is not None:
-            for refusal in facts.refused:
-                await refused(refusal)
+        told = _told.setdefault(session, set())
+        for refusal in facts.refused:
+            if tell is not None and refusal.path not in told:
+                told.add(refusal.path)
+                why = escaped(f"{refusal.path}: {refusal.reason}.")
+                await tell("Instruction file skipped", why)
     return session.system_text
+
+
+#: The instruction files each session's user was told were not read.
+_told: weakref.WeakKeyDictionary[Session, set[str]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)

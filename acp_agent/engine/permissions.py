@@ -1,22 +1,29 @@
 """Session modes and the permission policy.
 
-=============  ===========================  =========================  ==========
-mode           reads                        edits                      commands
-=============  ===========================  =========================  ==========
-ask            run (inside roots)           ask                        ask
-accept-edits   run (inside roots)           run inside roots, else ask ask
-plan           run (inside roots)           refused                    refused
-bypass         run                          run                        run
-=============  ===========================  =========================  ==========
+=============  ===================  ==========================  ==============================
+mode           reads                edits                       commands (``run_command``)
+=============  ===================  ==========================  ==============================
+ask            run (inside roots)   ask                         ask; run at ``approved``
+accept-edits   run (inside roots)   run inside roots, else ask  ask; run at ``approved``
+auto           run (inside roots)   run inside roots, else ask  run sandboxed at the session's
+                                                                ``sandbox`` level, unasked
+plan           run (inside roots)   refused                     ask; run ``read-only``
+bypass         run                  run                         run (``off``)
+=============  ===================  ==========================  ==============================
 
-Reads outside the session's roots ask in every mode but ``bypass``.
+Reads outside the session's roots ask in every mode but ``bypass``. ``approved`` is
+``[sandbox] approved`` (default ``off``). Without a working sandbox ``auto`` is not
+offered and plan mode runs no command. A command the model asks to run outside the
+sandbox (``run_command``'s ``outside_sandbox``) always asks (plan: refused), and runs
+``off``; so does one whose level is ``off`` in ``auto`` (nothing runs unsandboxed unasked).
 
 "Always" answers are remembered per project (:class:`Rules`), and each covers exactly
 what its option's name says (:class:`Scope`), nothing wider:
 
 * a command: that program with exactly those arguments (as ``shlex`` splits them), run
-  in that directory; a command line with shell syntax (``;``, ``&&``, pipes,
-  substitutions, redirections) only as that exact line. Nothing is generalised: not to
+  in that directory (and, when it runs sandboxed, at that sandbox level only); a command
+  line with shell syntax (``;``, ``&&``, pipes, substitutions, redirections) only as that
+  exact line. Nothing is generalised: not to
   other arguments, and never through wrappers (``env``, ``sh -c``, ``sudo``, ``xargs``,
   ``timeout``, ``nice``, ``nohup``, ``command``, ``exec``, ``eval``...);
 * file edits inside the session's roots: the directory of the file(s) and below;
@@ -44,14 +51,17 @@ from ..protocol import types as t
 
 if TYPE_CHECKING:
     from ..tools.base import Access, CallInfo
+    from ..tools.sandbox import Level
 
 Decision: TypeAlias = Literal["allow", "ask", "deny"]
 
 MODES: list[tuple[str, str, str]] = [
     ("ask", "Ask", "Reads run freely; edits and commands ask for permission."),
     ("accept-edits", "Accept edits", "Edits inside the workspace run; commands ask."),
-    ("plan", "Plan", "Read-only: the agent explores and plans; edits and commands are refused."),
-    ("bypass", "Bypass permissions", "Nothing asks for permission."),
+    ("auto", "Auto", "Edits inside the workspace and commands in the sandbox run; the rest asks."),
+    ("plan", "Plan", "Read-only: the agent explores and plans; edits are refused, commands ask "
+     "and run read-only in the sandbox (when there is one)."),
+    ("bypass", "Bypass permissions", "Nothing asks for permission; nothing is sandboxed."),
 ]
 MODE_IDS = [m[0] for m in MODES]
 
@@ -66,19 +76,40 @@ REJECT_ALWAYS = "reject_always"
 PLAN_KINDS = frozenset({"read", "search", "think", "fetch"})
 
 
-def offered(mode: str, kind: str, name: str) -> bool:
-    """Whether a tool is offered to the model in ``mode`` (plan mode: only reading)."""
-    return mode != "plan" or kind in PLAN_KINDS or name == "spawn_agent"
+def offered(mode: str, kind: str, name: str, sandbox: bool = False) -> bool:
+    """Whether a tool is offered to the model in ``mode`` (plan mode: only reading, and
+    commands when they can run read-only in a ``sandbox``)."""
+    if mode != "plan" or kind in PLAN_KINDS or name == "spawn_agent":
+        return True
+    return sandbox and kind == "execute" and name == "run_command"
 
 
-def decide(mode: str, access: Access, inside: bool) -> Decision:
+def command_level(mode: str, session_level: Level, approved: Level) -> Level:
+    """The sandbox level a command runs at in ``mode`` (``session_level``: the session's
+    ``sandbox`` option, ``auto``'s; ``approved``: ``[sandbox] approved``)."""
+    if mode == "auto":
+        return session_level
+    if mode == "plan":
+        return "read-only"
+    return "off" if mode == "bypass" else approved
+
+
+def decide(
+    mode: str, access: Access, inside: bool, *, sandboxed: bool = False, leaving: bool = False
+) -> Decision:
+    """``sandboxed``: a command that will run in the sandbox; ``leaving``: one the model
+    asks to run outside it."""
     if access == "none" or mode == "bypass":
         return "allow"
     if access == "read":
         return "allow" if inside else "ask"
     if mode == "plan":
-        return "deny"
-    if access == "write" and mode == "accept-edits" and inside:
+        return "ask" if access == "execute" and sandboxed and not leaving else "deny"
+    if leaving:
+        return "ask"
+    if access == "write" and mode in ("accept-edits", "auto") and inside:
+        return "allow"
+    if access == "execute" and mode == "auto" and sandboxed and inside:
         return "allow"
     return "ask"
 
@@ -91,7 +122,8 @@ class Scope(msgspec.Struct, frozen=True):
 
     kind: Literal["files", "command", "tool"]
     target: str
-    """files: ``"<access>:<real directory>"``; command: ``"<cwd>\0<command>"``; tool: its name."""
+    """files: ``"<access>:<real directory>"``; command: ``"<cwd>\0<command>"`` (then
+    ``"\0<level>"`` when it runs sandboxed); tool: its name."""
     label: str
     """How the option names it: ``edits in src/``, ```npm test```, ```mcp__x__y```."""
 
@@ -125,6 +157,9 @@ def scope_of(
             except ValueError:
                 text = command
         label = f"`{text}`" + ("" if where == os.path.realpath(cwd) else f" in {display(where)}")
+        if info.sandbox is not None:  # approved fenced: covers it fenced so, never unfenced
+            return Scope("command", f"{where}\0{text}\0{info.sandbox}",
+                         f"{label} (sandboxed: {info.sandbox})")  # fmt: skip
         return Scope("command", f"{where}\0{text}", label)
     if real_paths:
         if info.access not in ("read", "write"):

@@ -21,7 +21,14 @@ from ..escaping import escaped, escaped_locations
 from ..protocol import UNSET
 from ..protocol import types as t
 from ..tools.base import CallInfo, Tool, ToolContext
-from .permissions import ALLOW_ALWAYS, ALLOW_ONCE, decide, permission_options, scope_of
+from .permissions import (
+    ALLOW_ALWAYS,
+    ALLOW_ONCE,
+    command_level,
+    decide,
+    permission_options,
+    scope_of,
+)
 
 if TYPE_CHECKING:
     from ..sessions.session import Session
@@ -101,6 +108,12 @@ async def abandon(ctx: TurnContext, calls: list[PendingCall], why: str) -> None:
 def tool_context(ctx: TurnContext, call_id: str) -> ToolContext:
     """What a tool sees of the turn, for the call the client knows as ``call_id``."""
     session = ctx.session
+    sandbox = None
+    if ctx.sandboxing is not None:  # the level the mode gives (a subagent: its root's)
+        root = session.root
+        approved = ctx.sandboxing.settings.approved
+        level = command_level(root.mode, root.sandbox, approved)  # type: ignore[arg-type]
+        sandbox = ctx.sandboxing.sandbox(level, session.roots)
     return ToolContext(
         session_id=session.id,
         cwd=session.cwd,
@@ -110,6 +123,7 @@ def tool_context(ctx: TurnContext, call_id: str) -> ToolContext:
         emit=session.emit,
         env=ctx.env,
         images=ctx.model.supports_images,
+        sandbox=sandbox,
     )
 
 
@@ -192,11 +206,16 @@ async def _permit(
     real = [tctx.check(p) for p in info.paths]
     inside = all(tctx.inside_roots(p) for p in real)
     mode = session.root.mode  # a subagent follows its parent's current mode
-    decision = decide(mode, info.access, inside)
-    scope = scope_of(tool.spec.name, info, real, session.cwd, tctx.display) if inside else None
+    sandboxed = info.sandbox is not None
+    decision = decide(mode, info.access, inside, sandboxed=sandboxed, leaving=info.leaving)
+    scope = None  # leaving the sandbox is asked every time: never "always"
+    if inside and not info.leaving:
+        scope = scope_of(tool.spec.name, info, real, session.cwd, tctx.display)
     if decision == "ask" and scope is not None:
         decision = ctx.rules.lookup(scope) or "ask"
     if decision == "deny":
+        if mode == "plan" and info.leaving:
+            return "Refused: the session is in plan mode; nothing runs outside the sandbox."
         if mode == "plan":
             return "Refused: the session is in plan mode (read-only)."
         return "Refused: the user rejected this kind of call."

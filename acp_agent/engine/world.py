@@ -22,6 +22,7 @@ from .permissions import Rules, offered
 
 if TYPE_CHECKING:
     from ..client import Client
+    from .sandboxing import Sandboxing
     from ..sessions.session import Session
     from ..sessions.steers import Steers
     from ..tools.base import Toolset
@@ -61,6 +62,8 @@ class TurnContext:
     limits: TurnLimits = field(default_factory=TurnLimits)
     env: Mapping[str, str] | None = None
     """The environment of the commands tools start (the agent's, without its secrets)."""
+    sandboxing: Sandboxing | None = None
+    """The command sandbox (``None``: commands run unfenced)."""
     interrupted_by: Callable[[], str | None] = _by_the_user
     """While the turn unwinds from a cancellation: why, when it was not the user (the turn
     ran out of time), for the tool calls and the history it leaves behind."""
@@ -93,12 +96,13 @@ def request_of(ctx: TurnContext) -> ModelRequest:
     if not ctx.model.supports_thinking:
         thinking = "off"  # never sent to a model that rejects it
     mode = session.root.mode
+    sandbox = ctx.sandboxing is not None and ctx.sandboxing.available
     # the answer's room counts against the window too: never ask for more than is left
     room = window(ctx) - context_estimate(session) * 6 // 5 - 256  # the estimate is rough
     return ModelRequest(
         system=ctx.system,
         messages=list(session.history),
-        tools=[t.spec for t in ctx.tools.tools() if offered(mode, t.kind, t.spec.name)],
+        tools=[t.spec for t in ctx.tools.tools() if offered(mode, t.kind, t.spec.name, sandbox)],
         thinking=thinking,  # type: ignore[arg-type]
         max_tokens=max(MIN_ANSWER_TOKENS, min(ctx.model.max_output_tokens, room)),
         cache_key=session.id if ctx.limits.prompt_cache else None,

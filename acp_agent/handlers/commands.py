@@ -22,13 +22,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..engine.compaction import compact_session
-from ..engine.permissions import MODE_IDS
 from ..engine.projectfiles import Refused, read_project_text
+from ..escaping import escaped
 from ..mcp import PromptError
 from ..protocol import UNSET
 from ..protocol import types as t
 from ..sessions.session import PromptCommand, Session
-from .options import switch_mode, switch_model
+from .options import mode_ids, mode_refusal, switch_mode, switch_model
 
 if TYPE_CHECKING:
     from .services import Services
@@ -41,7 +41,7 @@ BUILTINS: list[tuple[str, str, str | None]] = [
     ("help", "List the available commands", None),
     ("plan", "Switch to plan mode (read-only); with text, plan that task", "task to plan"),
     ("model", "Show or switch the model", "model id"),
-    ("mode", "Show or switch the permission mode", "ask | accept-edits | plan | bypass"),
+    ("mode", "Show or switch the permission mode", "ask | accept-edits | auto | plan | bypass"),
     ("compact", "Summarise older history to free context", "what to keep"),
 ]
 
@@ -128,8 +128,9 @@ def load_prompt_commands(
                 continue
             meta, body = _front_matter(got.text)
             first_line = next((ln.strip() for ln in body.splitlines() if ln.strip()), stem)
-            description = meta.get("description") or first_line[:80]
+            description = escaped(meta.get("description") or first_line[:80])  # shown
             hint = meta.get("argument-hint") or ("arguments" if "$ARGUMENTS" in body else None)
+            hint = escaped(hint) if hint else None
             found[stem] = CommandFile(stem, description, hint, body.strip(), path)
     return found
 
@@ -175,8 +176,9 @@ async def dispatch(
     if name in ("mode", "plan"):
         target = "plan" if name == "plan" else rest
         if target:
-            if target not in MODE_IDS:
-                await session.say(f"Unknown mode `{target}`: one of {', '.join(MODE_IDS)}.")
+            refusal = mode_refusal(sv, target)
+            if refusal is not None:
+                await session.say(f"Not switched: {refusal} (one of {', '.join(mode_ids(sv))}).")
                 return done
             await switch_mode(sv, session, target)
         if name == "plan" and rest:

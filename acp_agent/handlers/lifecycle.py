@@ -1,11 +1,10 @@
 """Session lifecycle: ``session/new``, ``load``, ``resume``, ``fork``, ``close`` and
 ``delete`` (listing, titles, status and archiving are :mod:`.catalog`'s).
 
-Sessions live in ``Services.sessions`` (``sessions.registry``) while open in this
-process and in the store for good: load/resume/fork bring a stored one back
-(``replay.restore``), close releases it, delete removes it from the disk. A session whose
-log another process owns is opened read-only (replayable, not promptable) until that
-process lets it go (:func:`take_over`).
+Sessions live in ``Runtime.sessions`` while open in this process and in the store for
+good: load/resume/fork bring a stored one back (``replay.restore``), close releases it,
+delete removes it from the disk. A session whose log another process owns is opened
+read-only (replayable, not promptable) until that process lets it go (:func:`take_over`).
 After each response the client is told the session's commands, pending notices and
 usage (:func:`announce`), and MCP servers start in the background (:func:`attach`).
 """
@@ -13,13 +12,16 @@ usage (:func:`announce`), and MCP servers start in the background (:func:`attach
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from .. import log
+from ..config import SandboxLevel
+from ..engine.childenv import child_environ
 from ..engine.permissions import MODE_IDS
-from ..engine.projectfiles import Refused
+from ..engine.sandboxing import explicit
 from ..errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
 from ..escaping import escaped
 from ..mcp import McpHub
@@ -31,9 +33,10 @@ from ..sessions.session import ClientPrompt, Session, new_session_id
 from ..sessions.transcript import Pair, Uses, load_batches
 from .auth import require_key
 from .commands import load_prompt_commands, session_commands
-from .options import config_options, modes
+from .options import config_options, mode_ids, mode_refusal, modes
 
 if TYPE_CHECKING:
+    from ..engine.projectfiles import Refused
     from ..sessions.records import Record
     from ..sessions.replay import State
     from ..sessions.store import Snapshot
@@ -42,8 +45,10 @@ if TYPE_CHECKING:
     Reading = tuple[Snapshot, Uses]
     """A log to replay: its snapshot, and what a first pass over it learned."""
 
+
 async def new_session(sv: Services, p: t.NewSessionRequest) -> t.NewSessionResponse:
     require_key(sv.config)
+    await sv.sandboxing.ready()  # whether auto and the sandbox option are offered
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
     session = Session(
@@ -54,18 +59,20 @@ async def new_session(sv: Services, p: t.NewSessionRequest) -> t.NewSessionRespo
         model=sv.config.model,
         thinking=sv.config.thinking,
         additional_directories=directories,
+        sandbox=sv.config.sandbox.level,
     )
     await _store_new(sv, session)
     if prompt is not None:
         session.set_client_prompt(prompt)
     await _opened(sv, session, p.mcp_servers)
     return t.NewSessionResponse(
-        session_id=session.id, modes=modes(session), config_options=config_options(sv, session)
+        session_id=session.id, modes=modes(sv, session), config_options=config_options(sv, session)
     )
 
 
 async def load_session(sv: Services, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
     require_key(sv.config)
+    await sv.sandboxing.ready()  # whether auto and the sandbox option are offered
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
     session, reading = await _open(sv, p.session_id, cwd, directories, read=True)
@@ -79,7 +86,8 @@ async def load_session(sv: Services, p: t.LoadSessionRequest) -> t.LoadSessionRe
         if reading is not None:
             reading[0].close()
     _announce_later(sv, session)
-    return t.LoadSessionResponse(modes=modes(session), config_options=config_options(sv, session))
+    options = config_options(sv, session)
+    return t.LoadSessionResponse(modes=modes(sv, session), config_options=options)
 
 
 async def _replay(sv: Services, session: Session, reading: Reading) -> None:
@@ -113,6 +121,7 @@ async def _replay(sv: Services, session: Session, reading: Reading) -> None:
 
 async def resume_session(sv: Services, p: t.ResumeSessionRequest) -> t.ResumeSessionResponse:
     require_key(sv.config)
+    await sv.sandboxing.ready()  # whether auto and the sandbox option are offered
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
     session, _ = await _open(sv, p.session_id, cwd, directories, read=False)
@@ -120,12 +129,13 @@ async def resume_session(sv: Services, p: t.ResumeSessionRequest) -> t.ResumeSes
         session.set_client_prompt(prompt)
     await _opened(sv, session, p.mcp_servers)
     return t.ResumeSessionResponse(
-        modes=modes(session), config_options=config_options(sv, session)
+        modes=modes(sv, session), config_options=config_options(sv, session)
     )
 
 
 async def fork_session(sv: Services, p: t.ForkSessionRequest) -> t.ForkSessionResponse:
     require_key(sv.config)
+    await sv.sandboxing.ready()  # whether auto and the sandbox option are offered
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
     source = sv.sessions.get(p.session_id)
@@ -144,7 +154,7 @@ async def fork_session(sv: Services, p: t.ForkSessionRequest) -> t.ForkSessionRe
         session.set_client_prompt(prompt)
     await _opened(sv, session, p.mcp_servers)
     return t.ForkSessionResponse(
-        session_id=session.id, modes=modes(session), config_options=config_options(sv, session)
+        session_id=session.id, modes=modes(sv, session), config_options=config_options(sv, session)
     )
 
 
@@ -312,16 +322,25 @@ def _restored(
 ) -> Session:
     """A session brought back from a log's state (load, resume, fork). A mode or model
     this configuration no longer offers falls back, with a notice."""
+    offered = mode_ids(sv)
     session = Session(
         id=session_id,
         cwd=cwd,
         emit_fn=sv.client.session_update,
-        mode=state.mode if state.mode in MODE_IDS else sv.config.default_mode,
+        mode=state.mode if state.mode in offered else sv.config.default_mode,
         model=state.model if state.model in sv.models.choices else sv.config.model,
         thinking=state.thinking or sv.config.thinking,
         additional_directories=directories,
+        sandbox=state.sandbox or "",  # checked below
     )
+    if session.sandbox not in get_args(SandboxLevel):
+        session.sandbox = sv.config.sandbox.level
     session.restore(state)
+    if state.mode in MODE_IDS and state.mode not in offered:
+        session.pending_notices.append(
+            ("warning", "Mode not available",
+             f"{mode_refusal(sv, state.mode)}; the session continues in {session.mode}.")
+        )  # fmt: skip
     if state.model and state.model != session.model:
         session.pending_notices.append(
             (
@@ -350,6 +369,13 @@ async def _register(
     session.prompt_commands = await asyncio.to_thread(
         load_prompt_commands, session.cwd, roots=session.roots, refused=refused
     )
+    why = sv.sandboxing.why_not()
+    if why is not None and explicit(sv.config.sandbox) and not sv.sandboxing.told:
+        sv.sandboxing.told = True  # configured, but impossible here: said once
+        session.pending_notices.append(
+            ("warning", "Commands are not sandboxed",
+             f"{why}. The auto mode is not offered; commands ask before they run.")
+        )  # fmt: skip
     for refusal in refused:  # told once the client has the session
         why = escaped(f"{refusal.path}: {refusal.reason}.")
         session.pending_notices.append(("warning", "Command file skipped", why))
@@ -381,7 +407,7 @@ def attach(sv: Services, session: Session, servers: Sequence[t.McpServerAny] | U
 
         session.mcp = McpHub(
             list(servers), cwd=session.cwd, on_problem=problem, on_change=changed, acp=acp,
-            env=sv.turns.child_env,  # the commands' environment: no secrets (childenv)
+            environ=functools.partial(child_environ, sv.config),  # no secrets (childenv)
         )
         session.mcp.start()
 

@@ -23,10 +23,26 @@ if TYPE_CHECKING:
 THINKING = ("off", "low", "medium", "high")
 
 
-def modes(session: Session) -> t.SessionModeState:
+#: The ``sandbox`` option's values: the level ``auto`` runs commands at.
+SANDBOX_LEVELS = [
+    ("workspace-write", "Workspace write", "Commands write only inside the workspace; no network."),
+    ("read-only", "Read-only", "Commands write nothing but temporary files; no network."),
+    ("off", "Off", "Commands are not sandboxed: in auto mode they ask."),
+]
+
+
+def mode_ids(sv: Services) -> list[str]:
+    """The modes offered: ``auto`` only when commands can be sandboxed."""
+    return [m for m in MODE_IDS if m != "auto" or sv.sandboxing.available]
+
+
+def modes(sv: Services, session: Session) -> t.SessionModeState:
+    offered = mode_ids(sv)
     return t.SessionModeState(
         current_mode_id=session.mode,
-        available_modes=[t.SessionMode(id=i, name=n, description=d) for i, n, d in MODES],
+        available_modes=[
+            t.SessionMode(id=i, name=n, description=d) for i, n, d in MODES if i in offered
+        ],
     )
 
 
@@ -45,27 +61,43 @@ def config_options(sv: Services, session: Session) -> list[t.SessionConfigOption
             ],
         )
 
+    offered = mode_ids(sv)
     options: list[t.SessionConfigOption] = [
-        select("mode", "Mode", session.mode, list(MODES)),
+        select("mode", "Mode", session.mode, [m for m in MODES if m[0] in offered]),
         select("model", "Model", session.model, [(m, m, None) for m in sv.models.choices]),
     ]
     if sv.models.model_info_for(session.model).supports_thinking:
         levels = [(v, v.capitalize(), None) for v in THINKING]
         options.append(select("thought_level", "Thinking", session.thinking, levels))
+    if sv.sandboxing.available:
+        options.append(select("sandbox", "Sandbox", session.sandbox, SANDBOX_LEVELS))
     return options
 
 
 def _allowed(sv: Services, session: Session) -> Mapping[str, list[str]]:
-    allowed: dict[str, list[str]] = {"mode": MODE_IDS, "model": sv.models.choices}
+    allowed: dict[str, list[str]] = {"mode": mode_ids(sv), "model": sv.models.choices}
     if sv.models.model_info_for(session.model).supports_thinking:
         allowed["thought_level"] = list(THINKING)
+    if sv.sandboxing.available:
+        allowed["sandbox"] = [v for v, _, _ in SANDBOX_LEVELS]
     return allowed
+
+
+def mode_refusal(sv: Services, mode: str) -> str | None:
+    """Why ``mode`` cannot be chosen here (``None``: it can)."""
+    if mode in mode_ids(sv):
+        return None
+    if mode == "auto":
+        why = sv.sandboxing.why_not()
+        return f"mode 'auto' runs commands in a sandbox, and none works here: {why}"
+    return f"unknown mode {mode!r}"
 
 
 async def set_mode(sv: Services, p: t.SetSessionModeRequest) -> t.SetSessionModeResponse:
     session = sv.sessions.require(p.session_id)
-    if p.mode_id not in MODE_IDS:
-        raise InvalidParams(f"Invalid params: unknown mode {p.mode_id!r} - at `$.modeId`")
+    refusal = mode_refusal(sv, p.mode_id)
+    if refusal is not None:
+        raise InvalidParams(f"Invalid params: {refusal} - at `$.modeId`")
     session.set_mode(p.mode_id)
     await session.emit(t.ConfigOptionUpdate(config_options=config_options(sv, session)))
     return t.SetSessionModeResponse()
@@ -89,6 +121,8 @@ async def set_config_option(
         await session.emit(t.CurrentModeUpdate(current_mode_id=p.value))
     elif p.config_id == "thought_level":
         session.set_thinking(p.value)
+    elif p.config_id == "sandbox":
+        session.set_sandbox(p.value)
     else:
         session.set_model(p.value)
     return t.SetSessionConfigOptionResponse(config_options=config_options(sv, session))

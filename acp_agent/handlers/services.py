@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..client import ClientProxy
 from ..config import Config, default_state_dir
 from ..engine.notices import notify
+from ..engine.sandboxing import Sandboxing
 from ..mcp import deliver
 from ..providers.pool import Models
 from ..sessions.registry import OpenSessions
@@ -46,14 +47,16 @@ class Services:
     sessions: OpenSessions
     turns: Turns
     background: Background
+    sandboxing: Sandboxing
 
     @classmethod
     def build(cls, models: Models, client: ClientProxy, warmup: Warmup) -> Services:
         config = models.config
         sessions = OpenSessions(config.state_dir or default_state_dir())
         background = Background()
-        turns = Turns(models, client, sessions, warmup, background)
-        return cls(models, client, warmup, sessions, turns, background)
+        sandboxing = Sandboxing(config)
+        turns = Turns(models, client, sessions, warmup, background, sandboxing)
+        return cls(models, client, warmup, sessions, turns, background, sandboxing)
 
     @property
     def config(self) -> Config:
@@ -90,5 +93,6 @@ class Services:
         if hubs:  # MCP servers are child processes: never leave them behind
             await asyncio.wait_for(asyncio.gather(*hubs, return_exceptions=True), 6.0)
         await self.models.aclose()
+        self.sandboxing.close()
         if self.sessions.has_store:  # every queued write reaches the disk before exit
             await asyncio.to_thread(self.sessions.store.writer.close)

@@ -25,11 +25,10 @@ from ..engine.context import frame_tokens
 from ..engine.instructions import system_prompt
 from ..engine.notices import notify
 from ..engine.permissions import Rules
-from ..engine.projectfiles import Refused
+from ..engine.sandboxing import Sandboxing
 from ..engine.subagents import Subagents
 from ..engine.world import TurnContext, TurnLimits
 from ..errors import ProviderError
-from ..escaping import escaped
 from ..providers.models import ModelInfo
 from ..providers.pool import Models
 from ..providers.resilient import Resilient
@@ -52,8 +51,10 @@ class Turns:
         sessions: OpenSessions,
         warmup: Warmup,
         background: Background,
+        sandboxing: Sandboxing,
     ) -> None:
         self.models = models
+        self.sandboxing = sandboxing
         self.background = background
         self.client = client
         self.sessions = sessions
@@ -64,7 +65,6 @@ class Turns:
         self._prebuilt: weakref.WeakKeyDictionary[Session, tuple[str, str, str]] = (
             weakref.WeakKeyDictionary()
         )  # a session's system prompt built before its first turn, with its mode and model
-        self._told_refused: set[tuple[str, str]] = set()  # (session id, file) told once
 
     async def context(self, session: Session, client: Client | None = None) -> TurnContext:
         """Everything a turn of ``session`` needs (``client``: the editor as this
@@ -94,27 +94,18 @@ class Turns:
                 compact_at=limits.compact_at,
             ),
             env=self.child_env,
+            sandboxing=self.sandboxing,
         )
 
     async def system_prompt(self, session: Session) -> str:
-        """The session's system prompt (``instructions``; git run with the commands'
-        environment); each instruction file that was not read is told to the user, once
-        per session and file (a notice, else an agent message)."""
+        """The session's system prompt (``instructions``: git runs with the commands'
+        environment; a refused instruction file is told by a notice, else a message)."""
 
-        async def refused(refusal: Refused) -> None:
-            key = (session.id, refusal.path)
-            if key not in self._told_refused:
-                self._told_refused.add(key)
-                await notify(self.client, session, "warning", "Instruction file skipped",
-                             escaped(f"{refusal.path}: {refusal.reason}."),
-                             fallback=True)  # fmt: skip
+        async def tell(title: str, description: str) -> None:
+            await notify(self.client, session, "warning", title, description, fallback=True)
 
-        return await system_prompt(
-            session,
-            configured=self.models.config.system_prompt,
-            env=self.child_env,
-            refused=refused,
-        )
+        configured, env = self.models.config.system_prompt, self.child_env
+        return await system_prompt(session, configured=configured, env=env, tell=tell)
 
     def facts(self, session: Session) -> ModelInfo:
         """The session model's facts, its window within what the server said in a

@@ -186,9 +186,11 @@ class Session:
                     await asyncio.wait_for(client.delete(sid), 3)
 
     async def chat(self) -> int:
+        sandbox = self.client.sandbox if self.client is not None else None
         self.view.note(
-            f"acp-agent chat · {self.options.model} · /help lists the commands · "
-            "Ctrl-C cancels a turn · Ctrl-D quits",
+            f"acp-agent chat · {self.options.model} · "
+            + (f"sandbox {sandbox} · " if sandbox else "")
+            + "/help lists the commands · Ctrl-C cancels a turn · Ctrl-D quits",
         )
         while True:
             self.keyboard.listen()
@@ -237,4 +239,6 @@ class Session:
             mark = "●" if m.id == modes.current_mode_id else " "
             about = m.description if isinstance(m.description, str) else m.name
             self.view.note(f" {mark} {m.id:<13} {about}", "plain")
+        if self.client is not None and self.client.sandbox is not None:
+            self.view.note(f"sandbox of auto's commands: {self.client.sandbox}", "plain")
 

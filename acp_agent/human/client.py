@@ -17,7 +17,7 @@ import collections
 import contextlib
 import sys
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import AcpError, InvalidParams
 from ..protocol import UNSET, UnsetType, Wire
@@ -83,6 +83,8 @@ class HumanClient:
         self.show_log = False
         self.session_id: str | None = None
         self.modes: t.SessionModeState | None = None
+        self.sandbox: str | None = None
+        """The level ``auto`` mode runs commands at (``None``: the agent has no sandbox)."""
         self.on_ask_cancel: Callable[[], None] = lambda: None
         self.eof = False  # Ctrl-D at a question: the chat ends after the turn
         self._told_cannot_ask = False
@@ -150,7 +152,15 @@ class HumanClient:
         self.view.session_id = params.session_id
         if isinstance(update, t.CurrentModeUpdate) and self.modes is not None:
             self.modes.current_mode_id = update.current_mode_id
+        if isinstance(update, t.ConfigOptionUpdate):
+            self._options(update.config_options)
         self.view.update(update)
+
+    def _options(self, options: Any) -> None:
+        """What the session's config options say of the sandbox (``auto``'s level)."""
+        for option in options if isinstance(options, list) else []:
+            if getattr(option, "id", None) == "sandbox":
+                self.sandbox = str(option.current_value)
 
     async def _on_permission(self, req: t.RequestPermissionRequest) -> t.RequestPermissionResponse:
         options = {o.kind: o.option_id for o in req.options}
@@ -230,6 +240,7 @@ class HumanClient:
         self.session_id = session.session_id
         if isinstance(session.modes, t.SessionModeState):
             self.modes = session.modes
+        self._options(session.config_options)
         return session.session_id
 
     async def prompt(self, session_id: str, text: str) -> t.PromptResponse:

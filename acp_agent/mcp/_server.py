@@ -99,12 +99,12 @@ class ServerConnection:
         on_lost: Callable[[ServerConnection, bool], Awaitable[None]],
         on_failed: Callable[[ServerConnection, bool], Awaitable[None]],
         acp: AcpRequest | None = None,
-        env: Mapping[str, str] | None = None,
+        environ: Callable[[dict[str, str]], dict[str, str]] | None = None,
     ) -> None:
         self.config = config
-        self.env = env
-        """A stdio server's environment before its configured variables (``None``: a
-        small base, ``base_env``); the agent gives the commands' (``childenv``)."""
+        self.environ = environ
+        """What a stdio server's small base environment (``base_env``) becomes before its
+        configured variables: the agent removes what looks like a secret (``childenv``)."""
         self.name = config.name
         self.key = key
         self.cwd = cwd
@@ -292,7 +292,7 @@ class ServerConnection:
                 raise ValueError("a stdio MCP server needs a command")
             from mcp import StdioServerParameters
 
-            env = dict(self.env) if self.env is not None else base_env()
+            env = base_env() if self.environ is None else self.environ(base_env())
             for var in cfg.env if isinstance(cfg.env, list) else []:
                 env[var.name] = var.value
             params = StdioServerParameters(

@@ -30,7 +30,7 @@ requests to the editor; see ``_acp``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -119,7 +119,7 @@ class McpHub:
         on_problem: OnProblem | None = None,
         on_change: OnChange | None = None,
         acp: AcpRequest | None = None,
-        env: Mapping[str, str] | None = None,
+        environ: Callable[[dict[str, str]], dict[str, str]] | None = None,
     ) -> None:
         self._on_problem = on_problem
         self._on_change = on_change
@@ -134,7 +134,7 @@ class McpHub:
                 on_lost=self._server_lost,
                 on_failed=self._server_failed,
                 acp=acp,
-                env=env,
+                environ=environ,
             )
             for i, config in enumerate(servers)
         ]

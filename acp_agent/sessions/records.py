@@ -105,6 +105,7 @@ class Settings(_Record, tag="settings"):
     mode: str
     model: str
     thinking: str | None = None  # None: the configured default
+    sandbox: str | None = None  # the level of ``auto`` mode's commands; None: the default
 
 
 class PruneResults(_Record, tag="prune"):

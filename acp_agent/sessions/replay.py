@@ -62,6 +62,7 @@ class State:
     mode: str | None = None
     model: str | None = None
     thinking: str | None = None
+    sandbox: str | None = None
     instructions: Instructions | None = None
     usage: UsageTotals = field(
         default_factory=lambda: UsageTotals(context_tokens=0, input_tokens=0, output_tokens=0)
@@ -133,7 +134,7 @@ def restore(records: Iterable[Record]) -> State:
             history[:] = record.messages
         elif isinstance(record, Settings):
             state.mode, state.model = record.mode, record.model
-            state.thinking = record.thinking
+            state.thinking, state.sandbox = record.thinking, record.sandbox
         elif isinstance(record, UsageTotals):
             state.usage = record
         elif isinstance(record, Instructions):

@@ -125,6 +125,7 @@ class Session:
         model: str = "offline",
         thinking: str = "off",
         additional_directories: list[str] | None = None,
+        sandbox: str = "workspace-write",
     ) -> None:
         self.id = id
         self.cwd = cwd
@@ -132,6 +133,8 @@ class Session:
         self.mode = mode
         self.model = model
         self.thinking = thinking
+        self.sandbox = sandbox
+        """The sandbox level ``auto`` mode runs commands at (the ``sandbox`` option)."""
         self.additional_directories = list(additional_directories or [])
         self.history: list[Message] = []
         self.usage = Usage()
@@ -320,6 +323,10 @@ class Session:
         self.thinking = level
         self._record_settings()
 
+    def set_sandbox(self, level: str) -> None:
+        self.sandbox = level
+        self._record_settings()
+
     def set_client_prompt(self, prompt: ClientPrompt | None) -> None:
         """The client's ``systemPrompt`` from a lifecycle request (kept in the log)."""
         self.client_prompt = prompt
@@ -328,7 +335,9 @@ class Session:
             self.log.append(Instructions(mode=prompt.mode, text=prompt.text))
 
     def settings_record(self) -> Settings:
-        return Settings(mode=self.mode, model=self.model, thinking=self.thinking)
+        return Settings(
+            mode=self.mode, model=self.model, thinking=self.thinking, sandbox=self.sandbox
+        )
 
     def _record_settings(self) -> None:
         if self.log is not None:

@@ -26,6 +26,7 @@ from ..client import Client
 from ..conversation import ImagePart, ToolSpec
 from ..errors import ToolError
 from ..protocol import types as t
+from .sandbox import Sandbox
 
 ToolKind: TypeAlias = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
@@ -49,6 +50,9 @@ class ToolContext:
     the turn passes it without the agent's secrets (see ``childenv``)."""
     images: bool = False
     """The model accepts images (read_file returns an image as one)."""
+    sandbox: Sandbox | None = None
+    """The fence of the commands this call starts (``tools.sandbox``; its level follows
+    the mode: ``permissions.command_level``); ``None``: none."""
     prepared: Any = None
     """What ``Tool.prepare`` worked out for this call (its ``Preview.state``)."""
     checked: dict[str, str] = field(default_factory=dict)
@@ -103,6 +107,11 @@ class CallInfo:
     """The command line it runs, if it runs one (an "always" answer covers exactly it)."""
     content: tuple[Any, ...] = ()
     """What the user is shown before approving (``Tool.prepare``'s preview: a diff)."""
+    sandbox: str | None = None
+    """The sandbox level the command runs at (``None``: unsandboxed); ``auto`` runs a
+    sandboxed command unasked, and an "always" answer covers it at that level only."""
+    leaving: bool = False
+    """The model asks to run the command outside the sandbox (always asked)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,9 @@
 """run_command: in an editor terminal when the client offers ``terminal/*`` (the user
-watches live output), else in a local subprocess in its own process group."""
+watches live output), else in a local subprocess in its own process group; either way
+inside the call's sandbox (``ToolContext.sandbox``, at the level the mode gives), unless
+the model asked to leave it (``outside_sandbox``, a reason: the user is always asked).
+A sandboxed command that failed on what looks like the sandbox's refusal (a read-only
+file system, no network) is said to have been, with how to ask to leave it."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from ..protocol import types as t
 from ._common import short, text_content
 from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 from .budget import COMMAND_MAX_BYTES
+from .sandbox import Policy
 from .shell import CommandResult, run_local
 from .terminal import run_terminal
 
@@ -33,6 +38,10 @@ class RunCommandArgs(Arguments):
         int,
         Meta(ge=1, le=MAX_TIMEOUT_MS, description=f"Timeout in ms (default {DEFAULT_TIMEOUT_MS})."),
     ] = DEFAULT_TIMEOUT_MS
+    outside_sandbox: Annotated[str, Meta(description=(
+        "Only when the sandbox blocked this command (or surely would): why it must run "
+        "outside the sandbox. The user is asked, and shown this reason."
+    ))] = ""  # fmt: skip
 
 
 class RunCommand(BuiltinTool[RunCommandArgs]):
@@ -44,7 +53,9 @@ class RunCommand(BuiltinTool[RunCommandArgs]):
         "code. Non-interactive (stdin is empty). Output is capped at "
         f"{COMMAND_MAX_BYTES // 1000} KB (the middle is cut). Times out after "
         f"{DEFAULT_TIMEOUT_MS // 1000} s unless timeout_ms is given; background jobs still "
-        "holding the output are stopped when it ends."
+        "holding the output are stopped when it ends. Depending on the permission mode it "
+        "may run in a sandbox (writes only inside the workspace and to $TMPDIR, no "
+        "network); its title says so."
     )
 
     def describe(self, args: RunCommandArgs, ctx: ToolContext) -> CallInfo:
@@ -52,20 +63,34 @@ class RunCommand(BuiltinTool[RunCommandArgs]):
         cwd = ctx.resolve(args.cwd or ".")
         if cwd != ctx.resolve(ctx.cwd):
             title += f" in {ctx.display(cwd)}"
-        return CallInfo(title, "execute", (cwd,), command=args.command)
+        level = _level(args, ctx)
+        reason = args.outside_sandbox.strip()
+        if reason:
+            title += f" outside the sandbox (why: {short(reason, 160)})"
+        elif level != "off":
+            title += f" (sandboxed: {level})"
+        fenced = None if level == "off" else level
+        return CallInfo(title, "execute", (cwd,), command=args.command, sandbox=fenced,
+                        leaving=bool(reason))  # fmt: skip
 
     async def run(self, args: RunCommandArgs, ctx: ToolContext) -> ToolOutput:
         command = args.command
         cwd = ctx.resolve(args.cwd or ".")
         timeout = args.timeout_ms / 1000
+        level = _level(args, ctx)
+        argv = ["/bin/sh", "-c", command]
+        if ctx.sandbox is not None and level != "off":
+            argv = ctx.sandbox.wrap(argv, cwd)  # the same command line on every route
         if ctx.client.allows("terminal/create"):
-            result = await run_terminal(ctx, command, cwd, timeout)
+            result = await run_terminal(ctx, argv, cwd, timeout)
         else:
-            result = await run_local(command, cwd, timeout, ctx.env)
+            result = await run_local(argv, cwd, timeout, ctx.env)
         status = _status(result, timeout)
+        if ctx.sandbox is not None and level != "off" and (result.exit_code or result.signal):
+            status += denied(result.output, ctx.sandbox.policy)
         body = result.output.rstrip("\n") or "(no output)"
         raw = {"exitCode": result.exit_code, "signal": result.signal, "output": result.output,
-               "truncated": result.truncated, "timedOut": result.timed_out}
+               "truncated": result.truncated, "timedOut": result.timed_out, "sandbox": level}
         if result.terminal_id is not None:  # keep the live terminal in the final content
             content: list[Any] = [t.Terminal(terminal_id=result.terminal_id),
                                   text_content(status)]
@@ -73,6 +98,36 @@ class RunCommand(BuiltinTool[RunCommandArgs]):
             fence = "```" + "`" * _longest_backticks(body)
             content = [text_content(f"{fence}\n{body}\n{fence}\n{status}")]
         return ToolOutput(text=f"{body}\n\n{status}", content=content, raw_output=raw)
+
+
+def _level(args: RunCommandArgs, ctx: ToolContext) -> str:
+    """The sandbox level this call's command runs at (``off`` when it asks to leave)."""
+    if ctx.sandbox is None or args.outside_sandbox.strip():
+        return "off"
+    return ctx.sandbox.level
+
+
+#: What a command says when the sandbox refused it something.
+_REFUSALS = (
+    "Read-only file system", "Network is unreachable", "Temporary failure in name resolution",
+    "Name or service not known", "Could not resolve host", "Connection refused",
+    "No address associated with hostname", "getaddrinfo", "bwrap: ",
+)  # fmt: skip
+
+
+def denied(output: str, policy: Policy) -> str:
+    """A note for a sandboxed command that failed, when its output shows what looks like
+    the sandbox's refusal ("" otherwise)."""
+    line = next((ln.strip() for ln in output.splitlines() if any(r in ln for r in _REFUSALS)), "")
+    if not line:
+        return ""
+    what = "The sandbox could not start it" if line.startswith("bwrap: ") else (
+        "The sandbox may have refused it")  # fmt: skip
+    return (
+        f"\n[This command ran in the sandbox ({policy.words()}). {what}: "
+        f"{short(line, 200)}. If it must run outside the sandbox, call run_command again with "
+        "`outside_sandbox` saying why; the user will be asked.]"
+    )
 
 
 def _longest_backticks(text: str) -> int:

@@ -1,5 +1,7 @@
-"""run_command's local route: ``sh -c`` in its own process group, output bounded
-(:class:`~.budget.HeadTail`), the whole group killed on timeout or cancellation."""
+"""run_command's local route: the command line (``sh -c``, or the sandbox's command line
+around it: ``tools.sandbox``) in its own process group, output bounded
+(:class:`~.budget.HeadTail`), the whole group killed on timeout or cancellation (in a
+sandbox, ``bwrap`` is the group's leader: killing it kills everything inside)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import ToolError
@@ -80,12 +82,12 @@ def _kill_when_started(spawn: asyncio.Future[asyncio.subprocess.Process]) -> Non
 
 
 async def run_local(
-    command: str, cwd: str, timeout: float, env: Mapping[str, str] | None = None
+    argv: Sequence[str], cwd: str, timeout: float, env: Mapping[str, str] | None = None
 ) -> CommandResult:
     if not os.path.isdir(cwd):
         raise ToolError(f"working directory not found: {cwd}")
     spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
-        "/bin/sh", "-c", command, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
+        *argv, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         start_new_session=True, env=env,
     ))

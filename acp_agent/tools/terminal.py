@@ -5,7 +5,7 @@ cancel → ``terminal/output`` → ``terminal/release`` always."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from msgspec import UnsetType
@@ -57,11 +57,15 @@ def _in_background(make: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
     return task
 
 
-async def run_terminal(ctx: ToolContext, command: str, cwd: str, timeout: float) -> CommandResult:
+async def run_terminal(
+    ctx: ToolContext, argv: Sequence[str], cwd: str, timeout: float
+) -> CommandResult:
+    """Run ``argv`` (``sh -c``, or the sandbox's command line around it) in an editor
+    terminal: the editor applies the same fence as the local route."""
     client, sid = ctx.client, ctx.session_id
     create = asyncio.ensure_future(client.call(
         "terminal/create",
-        t.CreateTerminalRequest(session_id=sid, command="/bin/sh", args=["-c", command],
+        t.CreateTerminalRequest(session_id=sid, command=argv[0], args=list(argv[1:]),
                                 cwd=cwd, output_byte_limit=COMMAND_MAX_BYTES),
         t.CreateTerminalResponse,
     ))

@@ -79,7 +79,7 @@ async def test_local_output_exit_code_cwd(ws: Path, fake: MakeClient, tmp_path: 
     out = await run.run({"command": "pwd; echo err >&2; exit 3", "cwd": "src"}, ctx)
     assert out.text == f"{ws / 'src'}\nerr\n\nExit code: 3"
     assert out.raw_output == {"exitCode": 3, "signal": None, "output": f"{ws / 'src'}\nerr\n",
-                              "truncated": False, "timedOut": False}
+                              "truncated": False, "timedOut": False, "sandbox": "off"}
     assert client.calls == [] and client.emitted == []
     body = wire(out.content)[0]["content"]["text"]
     assert body.startswith("```\n") and body.endswith("Exit code: 3")
