@@ -18,7 +18,12 @@ ModeId = Literal["ask", "accept-edits", "plan", "bypass"]
 
 
 class ConfigError(Exception):
-    """A configuration value is wrong; the message names the key."""
+    """A configuration value is wrong; the message names the key (``path``: where it is,
+    when known, so that a file's error can give the line)."""
+
+    def __init__(self, message: str, path: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class _Section(
@@ -127,17 +132,27 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def from_mapping(raw: Mapping[str, Any], source: str = "config") -> Config:
-    """A validated configuration from the file's structure (kebab-case keys)."""
+    """A validated configuration from the file's structure (kebab-case keys). A
+    :class:`ConfigError` says ``source: <what is wrong>`` and carries the key's path."""
+    from .confighints import shape_problem
     from .providers.registry import FAMILIES
 
-    sections = {k: v for k, v in raw.items() if k in FAMILIES}
-    if sections:  # the file's [<family>] sections are the config's `providers`
+    sections: dict[str, type[Any]] = {"limits": Limits, **dict.fromkeys(FAMILIES, ProviderSettings)}
+    problem = shape_problem(
+        raw, Config, sections, {"model-overrides": ModelOverride, "providers": ProviderSettings}
+    )
+    if problem is not None:
+        path, text = problem
+        raise ConfigError(f"{source}: {text}", path)
+    sections_given = {k: v for k, v in raw.items() if k in FAMILIES}
+    if sections_given:  # the file's [<family>] sections are the config's `providers`
         rest = {k: v for k, v in raw.items() if k not in FAMILIES}
         nested = rest.get("providers")
-        raw = {**rest, "providers": {**(nested if isinstance(nested, Mapping) else {}), **sections}}
+        raw = {**rest, "providers": {**(nested if isinstance(nested, Mapping) else {}),
+                                     **sections_given}}  # fmt: skip
     try:
         config = msgspec.convert(raw, Config, str_keys=True)
-    except msgspec.ValidationError as exc:
+    except msgspec.ValidationError as exc:  # what shape_problem did not foresee
         raise ConfigError(f"{source}: {_describe(str(exc))}") from None
     validate(config, source)
     return config
@@ -151,16 +166,17 @@ def _describe(message: str) -> str:
 def validate(config: Config, source: str = "config") -> None:
     from .providers.registry import FAMILIES, spec
 
-    for model in (config.model, *config.models):
+    for where, model in [(("model",), config.model), *((("models",), m) for m in config.models)]:
         family, _, name = model.partition(":")
         if family not in FAMILIES:
             raise ConfigError(
-                f"{source}: `model` must be <family>:<model> with a family among "
-                f"{', '.join(FAMILIES)} (e.g. 'openai:gpt-4.1'), got {model!r}"
+                f"{source}: `{where[0]}` must be <family>:<model> with a family among "
+                f"{', '.join(FAMILIES)} (e.g. 'openai:gpt-4.1'), got {model!r}",
+                where,
             )
         if spec(family).needs_model and not name:
             raise ConfigError(
-                f"{source}: `model` {model!r} names no model; write {family}:<model>"
+                f"{source}: `{where[0]}` {model!r} names no model; write {family}:<model>", where
             )
     unknown = sorted(set(config.providers) - set(FAMILIES))
     if unknown:
@@ -169,18 +185,25 @@ def validate(config: Config, source: str = "config") -> None:
         apis = spec(family).apis
         if settings.api != "auto" and settings.api not in apis:
             choice = f"one of auto, {', '.join(apis)}" if apis else "auto (the only one)"
-            raise ConfigError(f"{source}: `{family}.api` must be {choice}, got {settings.api!r}")
-    if config.limits.max_turn_requests < 1:
-        raise ConfigError(f"{source}: `limits.max-turn-requests` must be at least 1")
-    if not 0.1 <= config.limits.compact_at <= 1.0:
-        raise ConfigError(f"{source}: `limits.compact-at` must be between 0.1 and 1.0")
-    if not 0.1 <= config.limits.prune_at <= 1.0:
-        raise ConfigError(f"{source}: `limits.prune-at` must be between 0.1 and 1.0")
+            raise ConfigError(
+                f"{source}: `{family}.api` must be {choice}, got {settings.api!r}", (family, "api")
+            )
+    limits = config.limits
+
+    def bad_limit(name: str, must: str) -> ConfigError:
+        return ConfigError(f"{source}: `limits.{name}` must be {must}", ("limits", name))
+
+    if limits.max_turn_requests < 1:
+        raise bad_limit("max-turn-requests", "at least 1")
+    if not 0.1 <= limits.compact_at <= 1.0:
+        raise bad_limit("compact-at", "between 0.1 and 1.0")
+    if not 0.1 <= limits.prune_at <= 1.0:
+        raise bad_limit("prune-at", "between 0.1 and 1.0")
     for name in ("first_event_timeout", "idle_timeout", "turn_timeout"):
-        if getattr(config.limits, name) <= 0:
-            raise ConfigError(f"{source}: `limits.{name.replace('_', '-')}` must be positive")
-    if config.limits.max_message_bytes < 1024:
-        raise ConfigError(f"{source}: `limits.max-message-bytes` must be at least 1024")
+        if getattr(limits, name) <= 0:
+            raise bad_limit(name.replace("_", "-"), "positive")
+    if limits.max_message_bytes < 1024:
+        raise bad_limit("max-message-bytes", "at least 1024")
 
 
 def load(
@@ -189,25 +212,48 @@ def load(
     overrides: Mapping[str, Any] | None = None,
 ) -> Config:
     """Build the configuration. ``path=None`` reads the user config file if it exists;
-    ``overrides`` holds command-line values (kebab-case keys, nested dicts)."""
+    ``overrides`` holds command-line values (kebab-case keys, nested dicts). A mistake is
+    named where it was made: the file and line, or the variable."""
     merged: dict[str, Any] = {}
     file = path or default_config_path(env)
     if path or os.path.isfile(file):
-        import tomllib
+        merged = _read_file(file)
+    from .confighints import unknown_variable
 
-        try:
-            with open(file, "rb") as fh:
-                data = tomllib.load(fh)
-        except OSError as exc:
-            raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{file}: invalid TOML: {exc}") from None
-        from_mapping(data, file)  # report file errors against the file
-        merged = data
+    unknown = unknown_variable(env, ENV_VARS)
+    if unknown is not None:
+        raise ConfigError(unknown)
     env_values = {key: env[name] for name, key in ENV_VARS.items() if env.get(name)}
+    for name, key in ENV_VARS.items():
+        if env.get(name):
+            from_mapping({key: env[name]}, name)  # each variable named in its own error
     if env_values:
         from_mapping(_merge(merged, env_values), "environment")
         merged = _merge(merged, env_values)
     if overrides:
         merged = _merge(merged, overrides)
     return from_mapping(merged, "command line" if overrides else "config")
+
+
+def _read_file(file: str) -> dict[str, Any]:
+    """The file's settings, checked: an error says ``file:line: ...``."""
+    import tomllib
+
+    try:
+        with open(file, "rb") as fh:
+            text = fh.read().decode("utf-8", "replace")
+        data = tomllib.loads(text)
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML: {exc}") from None
+    try:
+        from_mapping(data, file)
+    except ConfigError as exc:
+        from .confighints import toml_line
+
+        line = toml_line(text, exc.path) if exc.path else None
+        if line is None:
+            raise
+        raise ConfigError(str(exc).replace(f"{file}: ", f"{file}:{line}: ", 1), exc.path) from None
+    return data

@@ -224,7 +224,7 @@ async def _permit(
         )
     except RemoteError as exc:  # an error or a malformed answer: not a yes
         log.warning("permission request failed; the call is not run", error=exc.message)
-        return f"Not run: the editor could not ask the user for permission ({exc.message})."
+        return f"Not run: permission could not be asked ({exc.message})."
     if isinstance(outcome, t.CancelledRequestPermissionOutcome):
         turn = session.current_turn()
         if turn is None:

@@ -330,7 +330,9 @@ def map_sdk_error(exc: Exception, origin: Origin, *, started: bool) -> ProviderE
         if started:  # a stall or a cut after output: the answer is broken, not retryable as is
             return ProviderStreamError(f"The stream from {origin.where} broke off: {reason}")
         if names & {"ConnectError", "ConnectTimeout"}:
-            return ProviderConnectionError(f"Cannot connect to {origin.endpoint}: {reason}")
+            error = ProviderConnectionError(f"Cannot connect to {origin.endpoint}: {reason}")
+            error.unreachable = reason == "connection refused" or reason.startswith("host not")
+            return error
         return ProviderConnectionError(f"The request to {origin.where} failed: {reason}")
     return ProviderStreamError(f"{origin.where}: the stream failed: {type(exc).__name__}: {exc}")
 

@@ -94,6 +94,8 @@ class ProviderSpec(msgspec.Struct, frozen=True, kw_only=True):
     """The wire protocol it speaks, as ACP names it (``providers/list``: ``LlmProtocol``)."""
     sdk_base_url: str | None = None
     """Where the SDK goes when no base URL is set (shown by ``providers/list``)."""
+    unreachable_hint: str | None = None
+    """The likely fix when nothing answers at the base URL (a local server not started)."""
 
 
 def spec(family: str) -> ProviderSpec:
