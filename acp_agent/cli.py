@@ -163,6 +163,7 @@ def subcommand(argv: list[str]) -> int | None:
     ``login`` to the command it runs the agent with); ``None`` when there is none.
     Raises ``SystemExit`` (2) for a word that is not a command."""
     i = 0
+    ours = True  # every flag so far is an agent flag
     while i < len(argv):
         word = argv[i]
         if word == "--":
@@ -170,6 +171,8 @@ def subcommand(argv: list[str]) -> int | None:
         if not word.startswith("-") or word == "-":
             if word in SUBCOMMANDS:
                 return i
+            if not ours:  # maybe an unknown flag's value: argparse names the flag
+                return None
             from .confighints import did_you_mean
 
             sys.stderr.write(
@@ -178,7 +181,9 @@ def subcommand(argv: list[str]) -> int | None:
             )
             raise SystemExit(2)
         flag, eq, _ = word.partition("=")
-        i += 2 if not eq and flag[2:].replace("-", "_") in _VALUE_FLAGS else 1
+        known = flag[2:].replace("-", "_") in _VALUE_FLAGS
+        ours = ours and known
+        i += 2 if not eq and known else 1
     return None
 
 

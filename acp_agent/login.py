@@ -62,7 +62,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
             help="the system keyring (needs the `keyring` package) or a file readable only"
             " by you (default: auto, the keyring when it works)",
         )
-    _agent_flags(p)  # the editor's configured flags come along with its login command
+    # the editor's configured flags come along with its login command: accepted, and only
+    # those that matter here shown
+    _agent_flags(p, shown=("--model", "--config"))
     return p
 
 

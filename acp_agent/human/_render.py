@@ -132,7 +132,7 @@ class View:
         during this turn (a turn cancelled before the model answered has no new figure),
         the turn's cost (and the session's when it differs). Empty for an answer the
         agent gave by itself (a command: no usage)."""
-        if result.usage is None and result.stop_reason == "end_turn":
+        if not isinstance(result.usage, t.Usage) and result.stop_reason == "end_turn":
             return []
         parts = [f"stop: {result.stop_reason}"]
         if usage := result.usage:

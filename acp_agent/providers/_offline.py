@@ -342,8 +342,7 @@ def _report(result: ToolResultMessage) -> str:
         return f"`{result.name}` did not run (the call above says why), so I'll leave it there."
     if not body:
         return f"`{result.name}` finished with no output."
-    lines = len([line for line in body.splitlines() if line.strip()])
-    return f"`{result.name}` worked: {lines} line{'s' * (lines != 1)} of output, shown above."
+    return f"`{result.name}` worked; its output is shown above."
 
 
 GREETING = (
