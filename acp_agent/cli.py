@@ -307,8 +307,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write(TERMINAL_HINT)
 
     import asyncio
+    import signal
 
     from .server import serve
+
+    # Ended by a signal (an editor quitting sends SIGTERM; a closed terminal SIGHUP), the
+    # agent ends as at the end of stdin: turns cancelled, commands and MCP servers
+    # stopped, everything flushed, status 0. Ctrl-C typed at a terminal stays an
+    # interrupt (status 130); without one, SIGINT is another request to stop.
+    stop = [signal.SIGTERM, signal.SIGHUP]
+    if not sys.stdin.isatty():
+        stop.append(signal.SIGINT)
 
     # Not asyncio.run(): its shutdown waits for the default executor's threads, and one
     # may still be importing a provider or MCP SDK (a second or more). Once serve()
@@ -316,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
     code = 0
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(serve(cfg, initialized=_collect))
+        loop.run_until_complete(serve(cfg, initialized=_collect, stop_signals=stop))
     except KeyboardInterrupt:
         code = 130
         if sys.stdin.isatty():  # Ctrl-C typed after the hint: the shell's prompt on its line
