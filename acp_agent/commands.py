@@ -37,6 +37,8 @@ BUILTINS: list[tuple[str, str, str | None]] = [
     ("model", "Show or switch the model", "model id"),
     ("mode", "Show or switch the permission mode", "ask | accept-edits | plan | bypass"),
     ("compact", "Summarise older history to free context", "what to keep"),
+    ("permissions", "List the remembered \"always\" answers; `forget N|all` takes them back",
+     "forget N | forget all"),
 ]
 
 
@@ -176,6 +178,9 @@ async def dispatch(
             await switch_model(rt, session, rest)
         await session.say(f"Model: **{session.model}** (available: {', '.join(rt.models)}).")
         return done
+    if name == "permissions":
+        await session.say(await permissions_command(rt, session, rest))
+        return done
     if name == "compact":
         from .compaction import compact_session
 
@@ -193,6 +198,38 @@ async def dispatch(
             await session.say(f"`/{name}` failed: {exc}")
             return done
     return blocks  # not ours: the model reads it as text
+
+
+async def permissions_command(rt: Runtime, session: Session, rest: str) -> str:
+    """``/permissions``: the project's remembered answers, numbered as ``acp-agent
+    permissions`` numbers them; ``/permissions forget N|all`` takes some back, here and
+    on disk."""
+    import asyncio
+
+    from .permissions import chosen, listing, numbered
+
+    rules = await rt.rules_for(session)
+    await asyncio.to_thread(rules.refresh)
+    rows = numbered(sorted(rules.allowed), sorted(rules.rejected))
+    project = rules.project or session.root.cwd
+    words = rest.split()
+    if words and words[0] == "forget":
+        try:
+            keys = chosen(rows, words[1:] or ["?"], project)
+        except ValueError as exc:
+            return f"Nothing forgotten: {exc}."
+        try:
+            await asyncio.to_thread(rules.forget, keys)
+        except OSError as exc:
+            return f"Nothing forgotten: the rules file cannot be written ({exc.strerror})."
+        return f"Forgotten ({len(keys)}): the next such call asks again."
+    if words:
+        return "Use `/permissions` to list, `/permissions forget N` or `forget all` to take back."
+    if not rows:
+        return f"No remembered answers for {project}: every call that asks, asks."
+    lines = "\n".join(f"    {line}" for line in listing(rows, project))
+    return (f"Remembered for {project}:\n\n{lines}\n\n`/permissions forget N` takes one"
+            " back; `/permissions forget all`, every one.")
 
 
 def session_commands(session: Session) -> list[t.AvailableCommand]:

@@ -169,6 +169,9 @@ class Meta(msgspec.Struct, kw_only=True, omit_defaults=True):
     title: str | None = None
     titled_by_client: bool = False
     archived: bool = False
+    turns: int | None = None
+    """Prompts answered (``TurnEnd`` records); ``None`` in entries written before it was
+    counted (``acp-agent sessions`` then counts the log)."""
 
 
 _encoder = msgspec.json.Encoder()
@@ -337,6 +340,8 @@ class MetaFold:
             return
         elif isinstance(record, Prompt | TurnEnd):
             meta.updated_at = max(meta.updated_at, record.at)
+            if isinstance(record, TurnEnd):
+                meta.turns = (meta.turns or 0) + 1
         elif isinstance(record, Roots):
             meta.cwd, meta.additional_directories = record.cwd, list(record.additional_directories)
         elif isinstance(record, ClientTitle):

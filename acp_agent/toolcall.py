@@ -194,6 +194,8 @@ async def _permit(
     decision = decide(mode, info.access, inside)
     scope = scope_of(tool.spec.name, info, real, session.cwd, tctx.display) if inside else None
     if decision == "ask" and scope is not None:
+        if ctx.rules.path is not None:  # as the file stands now (forgotten elsewhere?)
+            await asyncio.to_thread(ctx.rules.refresh)
         decision = ctx.rules.lookup(scope) or "ask"
     if decision == "deny":
         if mode == "plan":

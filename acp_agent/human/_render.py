@@ -183,6 +183,9 @@ class View:
         """A prompt of the conversation (shown when a resumed chat replays its end)."""
         self.note("> " + text.replace("\n", "\n  "), "plain")
 
+    def begin_replay(self) -> None:
+        """A resumed chat's last exchanges are shown next (not part of this run's answer)."""
+
     def end_replay(self) -> None:
         """The replayed exchanges are shown: what they streamed is printed whole."""
 
@@ -209,6 +212,7 @@ class Renderer(View):
         self.s = Style(self.side)
         self.kind: str | None = None  # the stream we are in: "text" or "thought"
         self.message: str | None = None  # the answer's message being written
+        self.answer = out  # where the answer goes (not while replaying an old one)
         self.ends: dict[int, str] = {}  # each stream's last two characters written
 
     def _write(self, stream: TextIO, text: str) -> None:
@@ -227,7 +231,7 @@ class Renderer(View):
 
     def _switch(self, kind: str | None) -> None:
         if self.kind != kind and self.kind is not None:
-            self._end_line(self.out if self.kind == "text" else self.side)
+            self._end_line(self.answer if self.kind == "text" else self.side)
         self.kind = kind
 
     def update(self, u: t.SessionUpdate) -> None:
@@ -237,10 +241,10 @@ class Renderer(View):
                 message = u.message_id if isinstance(u.message_id, str) else None
                 if self.kind != "text" or message != self.message:
                     self._switch(None)
-                    if self.answer_only:  # one blank line between the answer's messages
-                        self._end_line(self.out, blank=True)
+                    if self.answer_only and self.answer is self.out:  # a blank line apart
+                        self._end_line(self.answer, blank=True)
                 self.kind, self.message = "text", message
-                self._write(self.out, block_text(block))
+                self._write(self.answer, block_text(block))
             case t.AgentThoughtChunk(content=block):
                 self._switch("thought")
                 self._write(self.side, self.s.dim(block_text(block)))
@@ -298,8 +302,13 @@ class Renderer(View):
         self.out.flush()
         self.side.flush()
 
+    def begin_replay(self) -> None:
+        self._switch(None)
+        self.answer = self.side
+
     def end_replay(self) -> None:
         self._switch(None)
+        self.answer = self.out
 
     def note(self, text: str, level: str = "info") -> None:
         self._switch(None)

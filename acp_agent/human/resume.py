@@ -121,6 +121,7 @@ def show_end(view: View, updates: list[t.SessionUpdate], count: int = SHOWN_EXCH
         view.note(f"… {len(hidden)} earlier exchange{'s' * (len(hidden) > 1)} (the model has"
                   " them all)", "plain")  # fmt: skip
     for text, after in shown:
+        view.begin_replay()
         view.user(text.rstrip("\n"))
         for u in after:
             if not isinstance(u, t.AgentThoughtChunk):
