@@ -172,11 +172,15 @@ async def dispatch(
         return done
     if name == "model":
         if rest:
-            if rest not in rt.models:
-                await session.say(f"Unknown model `{rest}`: one of {', '.join(rt.models)}.")
+            problem = model_problem(rt, rest)
+            if problem is not None:
+                await session.say(f"{problem} The model stays **{session.model}**.")
                 return done
             await switch_model(rt, session, rest)
-        await session.say(f"Model: **{session.model}** (available: {', '.join(rt.models)}).")
+        await session.say(
+            f"Model: **{session.model}** (configured: {', '.join(rt.models)}; any"
+            " `<provider>:<model>` works)."
+        )
         return done
     if name == "permissions":
         await session.say(await permissions_command(rt, session, rest))
@@ -230,6 +234,27 @@ async def permissions_command(rt: Runtime, session: Session, rest: str) -> str:
     lines = "\n".join(f"    {line}" for line in listing(rows, project))
     return (f"Remembered for {project}:\n\n{lines}\n\n`/permissions forget N` takes one"
             " back; `/permissions forget all`, every one.")
+
+
+def model_problem(rt: Runtime, model: str) -> str | None:
+    """Why ``/model`` cannot switch to ``model`` (a spec that names no model, a provider
+    the client disabled, a key nowhere to be found), or ``None``."""
+    from .providers.registry import FAMILIES, missing_key, spec
+
+    family, _, name = model.partition(":")
+    if family not in FAMILIES:
+        return (f"`{model}` is not a model: write `<provider>:<model>` with a provider among"
+                f" {', '.join(FAMILIES)} (e.g. `openai:gpt-4.1`).")  # fmt: skip
+    if spec(family).needs_model and not name:
+        return f"`{model}` names no model: write `{family}:<model>`."
+    if family in rt.disabled:
+        return f"The editor disabled the {spec(family).title} provider."
+    needed = missing_key(rt.config, model)
+    if needed is not None:
+        return (f"`{model}` needs an API key: run `acp-agent login --provider {family}` in a"
+                f" terminal (or set {needed} where the agent starts), then `/model {model}`"
+                " again.")  # fmt: skip
+    return None
 
 
 def session_commands(session: Session) -> list[t.AvailableCommand]:

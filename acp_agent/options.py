@@ -47,7 +47,7 @@ def config_options(rt: Runtime, session: Session) -> list[t.SessionConfigOption]
 
     options: list[t.SessionConfigOption] = [
         select("mode", "Mode", session.mode, list(MODES)),
-        select("model", "Model", session.model, [(m, m, None) for m in rt.models]),
+        select("model", "Model", session.model, [(m, m, None) for m in _models(rt, session)]),
     ]
     if rt.model_info_for(session.model).supports_thinking:
         levels = [(v, v.capitalize(), None) for v in THINKING]
@@ -55,8 +55,15 @@ def config_options(rt: Runtime, session: Session) -> list[t.SessionConfigOption]
     return options
 
 
+def _models(rt: Runtime, session: Session) -> list[str]:
+    """The models offered: the configured ones, and the session's own (``/model`` may
+    have chosen another)."""
+    models = rt.models
+    return models if session.model in models else [*models, session.model]
+
+
 def _allowed(rt: Runtime, session: Session) -> Mapping[str, list[str]]:
-    allowed: dict[str, list[str]] = {"mode": MODE_IDS, "model": rt.models}
+    allowed: dict[str, list[str]] = {"mode": MODE_IDS, "model": _models(rt, session)}
     if rt.model_info_for(session.model).supports_thinking:
         allowed["thought_level"] = list(THINKING)
     return allowed

@@ -96,10 +96,10 @@ def error_line(exc: RemoteError, command: str = "chat") -> str:
     if "Cannot connect to" in message:
         message += "; is the server running, and is --base-url right?"
     elif exc.code == -32000 and "Authentication" in message:
-        message += (
-            "; `acp-agent login` stores a key" + (", then `/model` switches back or" if
-            command == "chat" else "") + " (the conversation is kept)"
-        )  # fmt: skip
+        if "acp-agent login" not in message:
+            message += "; `acp-agent login` stores a key"
+        if command == "chat":
+            message += "; the conversation is kept (`/model` switches to another model)"
     return message
 
 

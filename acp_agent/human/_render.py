@@ -313,7 +313,8 @@ class Renderer(View):
     def note(self, text: str, level: str = "info") -> None:
         self._switch(None)
         self.out.flush()
-        self._write(self.err, f"{text}\n" if level in ("debug", "plain") else f"acp-agent: {text}\n")
+        line = f"{text}\n" if level in ("debug", "plain") else f"acp-agent: {text}\n"
+        self._write(self.err, line)
         self.err.flush()
 
     def question(self, req: t.RequestPermissionRequest, choices: list[tuple[str, str]]) -> None:

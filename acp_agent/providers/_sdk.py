@@ -349,9 +349,10 @@ def _status_error(exc: Exception, status: int, response: Any, origin: Origin) ->
         if status == 403:
             what = f"{key} is not allowed to do this"
         elif origin.has_key:
-            what = f"{key} was rejected"
+            what = f"{key} was rejected (`acp-agent login` stores another)"
         else:
-            what = f"an API key is required (set {origin.key_env or 'one'})"
+            env = origin.key_env or "one"
+            what = f"an API key is required (set {env} or run `acp-agent login`)"
         return ProviderAuthError(f"{origin.where}: {what}{tail}", status)
     if status == 404:
         what = f"model `{origin.model}` not found, or the base URL is wrong"
