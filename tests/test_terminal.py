@@ -79,6 +79,10 @@ class Term:
     def type(self, line: str) -> None:
         self.child.send(line + "\r")
 
+    def key(self, keys: str) -> None:
+        """Keys as the terminal sends them, no Enter after (``\x1b[A`` is the up arrow)."""
+        self.child.send(keys)
+
     def ctrl_c(self) -> None:
         self.child.sendintr()
 
@@ -134,7 +138,8 @@ def at_prompt(text: str) -> bool:
 
 
 QUESTION = "? Allow Run `ls`?"
-CHOICES = "  [a]llow once, [A]lways, [r]eject, [R]eject always (Ctrl-C: reject and cancel):"
+OPTIONS = ["  [a] Allow once", "  [A] Always allow `ls`", "  [r] Reject", "  [R] Always reject `ls`"]
+CHOICES = "  Press a key (Ctrl-C: reject and cancel):"
 
 
 # ------------------------------------------------------------------ the quick start's demo
@@ -147,13 +152,14 @@ def test_the_demo_turn_asks_with_its_question_whole_on_screen(
     t = term("run", "show me what you can do")
     screen = t.wait_for(CHOICES)
     lines = screen.splitlines()
-    assert lines[-2:] == [QUESTION, CHOICES.rstrip()]  # nothing drawn over it, nothing below
-    t.type("a")
+    # each option by its own name; nothing drawn over the question, nothing below it
+    assert lines[-6:] == [QUESTION, *OPTIONS, CHOICES.rstrip()]
+    t.key("a")  # one key, no Enter
     screen = t.wait_for("— stop: end_turn")
     assert t.finish() == 0
     screen = t.text()
     lines = screen.splitlines()
-    assert QUESTION in lines and CHOICES + " a" in lines  # still whole, the answer after it
+    assert QUESTION in lines and CHOICES + " Allow once" in lines  # whole, the answer after it
     assert "✓ Run `ls`" in lines and "  hello.txt" in lines
     assert "I'm running on the offline built-in model (no key, no network)." in screen
     assert "**" not in screen and "```" not in screen  # Markdown, rendered
@@ -175,7 +181,7 @@ def test_the_readme_shows_the_demo_as_the_screen_does(tmp_path: Path, state_dir:
              cols=92)
     try:
         t.wait_for(CHOICES)
-        t.type("a")
+        t.key("a")
         assert t.finish() == 0
     finally:
         t.close()
@@ -239,11 +245,21 @@ def test_ctrl_c_at_a_question_rejects_and_cancels(
     assert "Traceback" not in t.text()
 
 
-def test_ctrl_c_at_the_prompt_quits(term: Start) -> None:
+def test_ctrl_c_clears_the_line_and_twice_at_an_empty_one_quits(
+    term: Start, state_dir: str,
+) -> None:
     t = term("chat")
+    t.wait_for(at_prompt)
+    t.key("half a thought")
+    t.wait_for("> half a thought")
+    t.ctrl_c()  # clears the line: nothing is sent
+    t.wait_for(lambda text: text.splitlines()[-1] == ">")
+    t.ctrl_c()  # on an empty line: says how to quit
+    t.wait_for("(Ctrl-C again quits; Ctrl-D or `exit` too)")
     t.wait_for(at_prompt)
     t.ctrl_c()
     assert t.finish() == 130
+    assert "— stop" not in t.text() and prompts(state_dir) == []
     assert "Traceback" not in t.text() and "KeyboardInterrupt" not in t.text()
     assert t.screen.cursor.x == 0
 
@@ -280,12 +296,27 @@ def bad_files(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "bad.json").write_text('[[{"text": "x"}')
     (tmp_path / "odd.json").write_text('[[{"txt": "x"}]]')
     (tmp_path / "noretry.toml").write_text("[limits]\nmax-retries = 0\n")
+    (tmp_path / "underscore.toml").write_text('model = "offline"\ndefault_mode = "plan"\n')
+    (tmp_path / "section.toml").write_text('[openai]\ntimeout = 30\nbase_url = "http://x"\n')
     return {"dir": str(tmp_path)}
 
 
 MISTAKES = {
     "missing key": (["--model", "openai:gpt-4.1"], {},
-                    "openai:gpt-4.1 needs an API key: set OPENAI_API_KEY"),
+                    "openai:gpt-4.1 needs an API key: run `acp-agent login --provider openai` to"
+                    " store one, or set OPENAI_API_KEY in the environment"),
+    "unknown variable": ([], {"ACP_AGENT_MODE": "plan"},
+                         "ACP_AGENT_MODE is not a setting of acp-agent; did you mean"
+                         " `ACP_AGENT_DEFAULT_MODE`?"),
+    "bad mode variable": ([], {"ACP_AGENT_DEFAULT_MODE": "planning"},
+                          "ACP_AGENT_DEFAULT_MODE: `default-mode` must be one of ask,"
+                          " accept-edits, plan, bypass, got \"planning\""),
+    "underscore key": (["--config", "{dir}/underscore.toml"], {},
+                       "{dir}/underscore.toml:2: `default_mode` is not a setting; did you mean"
+                       " `default-mode`?"),
+    "section key": (["--config", "{dir}/section.toml"], {},
+                    "{dir}/section.toml:3: [openai] `base_url` is not a setting; did you mean"
+                    " `base-url`?"),
     "unknown provider": (["--model", "gpt-4"], {}, "--model 'gpt-4': unknown provider"),
     "no model": (["--model", "anthropic"], {},
                  "--model 'anthropic' names a provider but no model: write anthropic:<model>, "
@@ -322,14 +353,25 @@ def test_each_mistake_is_one_line_and_a_failure(
     assert fill(says) in lines[0]
 
 
-def test_a_server_that_is_not_there_is_named(term: Start, bad_files: dict[str, str]) -> None:
-    t = term("run", "hi", "--model", "ollama:qwen", "--base-url", "http://127.0.0.1:9/v1",
-             "--config", f"{bad_files['dir']}/noretry.toml")
-    assert t.finish() == 1
-    written = t.raw.decode()
-    assert "Cannot connect to http://127.0.0.1:9/v1: connection refused" in written
-    assert "is the server running, and is --base-url right?" in written
-    assert "Traceback" not in written and '"level"' not in written  # no log lines either
+@pytest.mark.parametrize(("args", "says"), [
+    (["--model", "ollama:qwen", "--base-url", "http://127.0.0.1:9/v1"],
+     "cannot connect to http://127.0.0.1:9/v1 (--base-url): connection refused; is Ollama"
+     " running? Start it with `ollama serve`"),
+    (["--model", "openai:qwen", "--base-url", "http://no-such-host.invalid:9/v1"],
+     "cannot connect to http://no-such-host.invalid:9/v1 (--base-url): unknown host"
+     " 'no-such-host.invalid'; is the server running, and is the base URL right?"),
+])
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_a_server_that_is_not_there_is_one_line_at_once(
+    term: Start, command: str, args: list[str], says: str,
+) -> None:
+    """Before any prompt, without retries: a refused connection or an unknown host is a
+    mistake to fix (status 2), said with the likely fix."""
+    t = term(command, *(["hi"] if command == "run" else []), *args)
+    assert t.finish() == 2
+    lines = [line for line in t.raw.decode().splitlines() if line.strip()]
+    assert [line for line in lines if line.startswith("acp-agent: ")] == [f"acp-agent: {says}"]
+    assert "Traceback" not in t.raw.decode() and '"level"' not in t.raw.decode()
 
 
 def test_an_agent_that_dies_is_one_line(term: Start, tmp_path: Path) -> None:
@@ -350,3 +392,14 @@ def test_plain_acp_agent_on_a_terminal_says_what_it_is(term: Start) -> None:
     t.ctrl_d()
     assert t.finish() == 0
     assert "speaks the Agent Client Protocol (JSON-RPC) on stdin/stdout" in t.text()
+
+
+def prompts(state_dir: str) -> list[str]:
+    """The prompts the sessions in ``state_dir`` were sent, in order."""
+    found = []
+    for log in sorted(Path(state_dir, "sessions").glob("*.jsonl")):
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("r") == "prompt":
+                found.append("".join(b.get("text", "") for b in record["blocks"]))
+    return found

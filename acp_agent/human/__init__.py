@@ -221,13 +221,11 @@ class Session:
             else:
                 self.sid = await client.new_session(options.cwd)
         except UserError as exc:
-            self.view.note(str(exc), "error")
-            return MISTAKE
+            return self.mistake(str(exc))
         problem = await self.reachable()
         try:
             if problem is not None:
-                self.view.note(problem, "error")
-                return MISTAKE
+                return self.mistake(problem)
             if options.prompt is not None:
                 self.prompted = True
                 result = await self.turn(options.prompt)
@@ -239,6 +237,12 @@ class Session:
             return await self.chat()
         finally:
             await self.leave(client)
+
+    def mistake(self, text: str) -> int:
+        """A mistake found before the first prompt: one line, as before the agent starts."""
+        self.view.close()
+        sys.stderr.write(f"acp-agent: {text}\n")
+        return MISTAKE
 
     async def reachable(self) -> str | None:
         """Nothing there at the model's base URL: the line that says so (else ``None``)."""
