@@ -38,6 +38,8 @@ class Term:
         self.child: pexpect.spawn[bytes] = pexpect.spawn(
             sys.executable, ["-m", "acp_agent", *args], cwd=cwd, dimensions=(ROWS, cols),
             env=environ)
+        # a terminal answers what is asked of it (the line editor asks where the cursor is)
+        self.screen.write_process_input = lambda data: self.child.send(data)  # type: ignore[method-assign]
         self.status: int | None = None
 
     def text(self) -> str:
@@ -403,3 +405,98 @@ def prompts(state_dir: str) -> list[str]:
             if record.get("r") == "prompt":
                 found.append("".join(b.get("text", "") for b in record["blocks"]))
     return found
+
+
+# ------------------------------------------------------------------ the line editor
+
+UP, ALT_ENTER, CTRL_R = "\x1b[A", "\x1b\r", "\x12"
+
+
+def chat_answered(t: Term, count: int) -> None:
+    """Wait for the chat's ``count``-th footer and the prompt after it."""
+    t.wait_for(lambda text: text.count("— stop: end_turn") >= count and at_prompt(text))
+
+
+def test_history_multi_line_prompts_and_the_quiet_ctrl_d(term: Start, state_dir: str) -> None:
+    t = term("chat")
+    t.wait_for(at_prompt)
+    t.key("hello\\")  # a trailing backslash: the prompt goes on on the next line
+    t.key("\r")
+    t.key("there")
+    t.key(ALT_ENTER)  # so does Alt-Enter
+    t.key("friend")
+    t.wait_for("  friend")
+    t.key("\x04")  # Ctrl-D on a line with text does nothing
+    t.key("\r")
+    chat_answered(t, 1)
+    t.type("list")
+    chat_answered(t, 2)
+    t.ctrl_d()
+    assert t.finish() == 0
+    assert prompts(state_dir) == ["hello\nthere\nfriend", "list"]
+    history = Path(state_dir, "chat-history")
+    assert history.stat().st_mode & 0o777 == 0o600  # the user's alone
+
+    t = term("chat")  # another chat: the history is there
+    t.wait_for(at_prompt)
+    t.key(UP)
+    t.wait_for(lambda text: text.splitlines()[-1] == "> list")
+    t.key(UP)
+    t.wait_for("> hello")  # the multi-line prompt, whole
+    t.key("\x03")  # cleared, nothing sent
+    t.key(CTRL_R + "lis")
+    t.wait_for("lis': list")  # reverse search
+    t.key("\r")  # accepts the match into the line
+    t.key("\r")  # and sends it
+    chat_answered(t, 1)
+    t.type("exit")  # quits, and is not sent
+    assert t.finish() == 0
+    assert prompts(state_dir)[2:] == ["list"]
+
+
+# ------------------------------------------------------------------ back into a conversation
+
+
+def test_continue_and_resume_go_back_into_a_conversation(
+    term: Start, state_dir: str, workspace: str,
+) -> None:
+    t = term("chat")
+    t.wait_for(at_prompt)
+    t.type("read hello.txt")
+    chat_answered(t, 1)
+    t.ctrl_d()
+    assert t.finish() == 0
+    (first,) = re.findall(r"saved as (sess_\w+) \(resume: acp-agent chat --resume \1 "
+                          rf"--state-dir {re.escape(state_dir)}\)", t.raw.decode())
+
+    t = term("chat", "--continue")  # this directory's latest: the last exchanges shown
+    t.wait_for(at_prompt)
+    screen = t.text()
+    assert f"resumed: read hello.txt ({first})" in screen and "> read hello.txt" in screen
+    assert "✓ Read hello.txt" in screen
+    t.type("list")
+    chat_answered(t, 1)
+    t.key("\x03\x03")  # Ctrl-C twice on an empty line quits
+    assert t.finish() == 130
+    assert f"saved as {first}" in t.text()
+
+    t = term("chat")  # a second conversation, said nothing: leaves nothing behind
+    t.wait_for(at_prompt)
+    t.ctrl_d()
+    assert t.finish() == 0 and "saved as" not in t.text()
+
+    t = term("chat", "--resume")  # a list to pick from
+    t.wait_for("resume which? [1-1, Enter: 1]")
+    assert re.search(r"^\s+1\s+just now\s+read hello\.txt$", t.text(), re.M)
+    t.type("1")
+    t.wait_for(at_prompt)
+    assert "> list" in t.text() and "> read hello.txt" in t.text()
+    t.ctrl_d()
+    assert t.finish() == 0
+    assert prompts(state_dir) == ["read hello.txt", "list"]
+
+
+def test_resume_with_an_id_nobody_has_is_one_line(term: Start) -> None:
+    t = term("chat", "--resume", "sess_nope")
+    assert t.finish() == 2
+    assert "acp-agent: --resume sess_nope: no saved session has that id" in t.raw.decode()

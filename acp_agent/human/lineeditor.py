@@ -76,14 +76,16 @@ class LineEditor:
 
     def __init__(self, history: str | None) -> None:
         from prompt_toolkit import PromptSession
+        from prompt_toolkit.filters import is_searching
         from prompt_toolkit.formatted_text import FormattedText
         from prompt_toolkit.history import FileHistory, InMemoryHistory
         from prompt_toolkit.key_binding import KeyBindings
 
         self.armed = False  # a Ctrl-C on an empty line was pressed: the next one quits
         keys = KeyBindings()
+        editing = ~is_searching  # in a Ctrl-R search, the search's own keys
 
-        @keys.add("c-c")
+        @keys.add("c-c", filter=editing)
         def _interrupt(event: Any) -> None:
             buffer = event.current_buffer
             if buffer.text:
@@ -94,12 +96,12 @@ class LineEditor:
             else:
                 event.app.exit(exception=Cleared())
 
-        @keys.add("c-d")
+        @keys.add("c-d", filter=editing)
         def _end(event: Any) -> None:
             if not event.current_buffer.text:
                 event.app.exit(exception=EOFError())
 
-        @keys.add("enter")
+        @keys.add("enter", filter=editing)
         def _enter(event: Any) -> None:
             buffer = event.current_buffer
             if buffer.document.text_before_cursor.endswith("\\"):
@@ -108,7 +110,7 @@ class LineEditor:
             else:
                 buffer.validate_and_handle()
 
-        @keys.add("escape", "enter")
+        @keys.add("escape", "enter", filter=editing)
         def _newline(event: Any) -> None:
             event.current_buffer.insert_text("\n")
 
