@@ -12,10 +12,11 @@ from .harness import ROOT, agent_env
 from .limits import WAIT
 
 
-def acp(*args: str, stdin: str = "", cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+def acp(*args: str, stdin: str = "", cwd: str | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "acp_agent", *args], input=stdin, text=True,
-                          capture_output=True, env=agent_env({"NO_COLOR": "1"}), cwd=cwd,
-                          timeout=WAIT)
+                          capture_output=True, env=agent_env({"NO_COLOR": "1", **(env or {})}),
+                          cwd=cwd, timeout=WAIT)
 
 
 def test_help_explains_every_flag() -> None:

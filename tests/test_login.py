@@ -4,8 +4,8 @@ through a pseudo-terminal, as the editor's terminal would) and its scripted form
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import select
 import stat
 import subprocess

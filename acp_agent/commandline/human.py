@@ -141,13 +141,13 @@ def read_prompt(words: list[str], stdin: TextIO) -> str | None:
     context. ``None``: no prompt at all."""
     piped = not stdin.isatty()
     if words == ["-"]:
-        return _read(stdin)
+        return _read(stdin).rstrip("\n")
     text = " ".join(words)
     if not piped:
         return text if words else None
     data = _read(stdin)
     if not words:
-        return data
+        return data.rstrip("\n")
     if not data.strip():
         return text
     return f"{text}\n\n<stdin>\n{data.rstrip(chr(10))}\n</stdin>"
