@@ -102,7 +102,7 @@ def test_the_exit_status_says_how_the_turn_ended(
 
 def test_a_turn_out_of_requests_exits_4(state_dir: str, tmp_path: Path) -> None:
     (tmp_path / "one.toml").write_text("[limits]\nmax-turn-requests = 1\n")
-    call = {"tool_call": {"name": "list_directory", "arguments": {}}}
+    call: dict[str, object] = {"tool_call": {"name": "list_directory", "arguments": {}}}
     env = {"ACP_AGENT_OFFLINE_SCRIPT": script(tmp_path, [call], [call])}
     result = acp("run", "go", "--config", str(tmp_path / "one.toml"), "--state-dir", state_dir,
                  env=env)

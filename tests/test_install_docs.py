@@ -86,7 +86,7 @@ def clone(tmp_path: Path) -> Path:
     return where
 
 
-def offline_env(wheelhouse: Path, home: Path) -> dict[str, str]:
+def offline_env(wheelhouse: Path, home: Path) -> dict[str, str]:  # noqa: F811
     """pip, uv and pipx installing from the wheelhouse only, into ``home``."""
     env = pip_env()
     env.pop("PIP_NO_CACHE_DIR", None)

@@ -167,4 +167,5 @@ def test_help_names_login_and_logout(tmp_path: Path) -> None:
     for flag in ("--provider", "--key-from-stdin", "--store", "--model", "--config"):
         assert flag in text
     for flag in ("--base-url", "--state-dir", "--mode", "--log-level", "--log-file"):
-        assert not re.search(rf"{flag}(?![\w-])", text)  # accepted (an editor's command line has them), not shown
+        # accepted (an editor's command line has them), not shown
+        assert not re.search(rf"{flag}(?![\w-])", text)

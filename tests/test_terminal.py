@@ -39,7 +39,10 @@ class Term:
             sys.executable, ["-m", "acp_agent", *args], cwd=cwd, dimensions=(ROWS, cols),
             env=environ)
         # a terminal answers what is asked of it (the line editor asks where the cursor is)
-        self.screen.write_process_input = lambda data: self.child.send(data)  # type: ignore[method-assign]
+        def answer(data: str) -> None:
+            self.child.send(data)
+
+        self.screen.write_process_input = answer  # type: ignore[method-assign]
         self.status: int | None = None
 
     def text(self) -> str:
@@ -140,7 +143,8 @@ def at_prompt(text: str) -> bool:
 
 
 QUESTION = "? Allow Run `ls`?"
-OPTIONS = ["  [a] Allow once", "  [A] Always allow `ls`", "  [r] Reject", "  [R] Always reject `ls`"]
+OPTIONS = ["  [a] Allow once", "  [A] Always allow `ls`", "  [r] Reject",
+           "  [R] Always reject `ls`"]
 CHOICES = "  Press a key (Ctrl-C: reject and cancel):"
 
 
