@@ -672,3 +672,15 @@ async def test_ctrl_c_cancels_a_turn_and_a_second_one_quits() -> None:
     assert recorder.cancels == ["s1"] and session.quit_status == 130
     with pytest.raises(asyncio.CancelledError):
         await main
+
+
+def test_markdown_blocks_stand_one_blank_line_apart_at_the_left_margin() -> None:
+    console = Console(file=io.StringIO(), width=40, color_system=None)
+    view = RichView(console)
+    text = "# Title\n\nSome paragraph.\n\n## Sub\n\n- a\n- b\n\nEnd.\n"
+    for i in range(0, len(text), 5):  # streamed in small pieces
+        view.update(t.AgentMessageChunk(content=t.TextContent(text=text[i:i + 5])))
+    view.close()
+    view._flush(final=True)
+    lines = [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
+    assert lines == ["Title", "", "Some paragraph.", "", "Sub", "", " • a", " • b", "", "End.", ""]

@@ -289,6 +289,11 @@ def test_mode_lists_the_modes(term: Start) -> None:
     assert all(any(line.startswith(f"   {m}") for line in lines)
                for m in ("accept-edits", "plan", "bypass"))
     t.wait_for(at_prompt)
+    t.type("/mode plan")
+    t.wait_for("Mode: plan.")
+    t.wait_for(at_prompt)
+    assert t.text().count("plan.") == 1 and "mode: plan" not in t.text()  # said once
+    assert "— stop" not in t.text()  # the agent answered by itself: no footer
     t.ctrl_d()
     assert t.finish() == 0
 
@@ -301,6 +306,7 @@ def bad_files(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "bad.toml").write_text('[limits]\nmax-turn-requests = "many"\n')
     (tmp_path / "bad.json").write_text('[[{"text": "x"}')
     (tmp_path / "odd.json").write_text('[[{"txt": "x"}]]')
+    (tmp_path / "object.json").write_text('{"text": "x"}')
     (tmp_path / "noretry.toml").write_text("[limits]\nmax-retries = 0\n")
     (tmp_path / "underscore.toml").write_text('model = "offline"\ndefault_mode = "plan"\n')
     (tmp_path / "section.toml").write_text('[openai]\ntimeout = 30\nbase_url = "http://x"\n')
@@ -333,6 +339,9 @@ MISTAKES = {
                        "ACP_AGENT_OFFLINE_SCRIPT: cannot read {dir}/none.json"),
     "malformed script": ([], {"ACP_AGENT_OFFLINE_SCRIPT": "{dir}/bad.json"}, "not valid JSON"),
     "odd script": ([], {"ACP_AGENT_OFFLINE_SCRIPT": "{dir}/odd.json"}, "unknown key 'txt'"),
+    "object script": ([], {"ACP_AGENT_OFFLINE_SCRIPT": "{dir}/object.json"},
+                      "{dir}/object.json: the whole script is an object ({{...}}): a script is a"
+                      " list of responses, each a list of steps, e.g. [[{{\"text\": \"Hello\"}}]"),
     "no such cwd": (["--cwd", "/nonexistent"], {}, "--cwd /nonexistent: /nonexistent does not"),
     "log file": (["--log-file", "{dir}/no/such/dir/log"], {},
                  "log file {dir}/no/such/dir/log: No such file or directory"),
