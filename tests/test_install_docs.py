@@ -139,6 +139,8 @@ async def test_the_documented_install_gives_the_command_editors_run(
     else:
         command = home / "bin" / "acp-agent"
     assert command.is_file(), f"{how}: no {command}"
+    left = sorted(p.name for p in clone.iterdir())  # the clone is left as it was
+    assert "build" not in left and not [n for n in left if n.endswith(".egg-info")], left
     # as an editor starts it: the command by its path, outside the clone, nothing but a
     # PATH without our venv and a HOME
     outside = tmp_path / "outside"
