@@ -684,3 +684,43 @@ def test_markdown_blocks_stand_one_blank_line_apart_at_the_left_margin() -> None
     view._flush(final=True)
     lines = [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
     assert lines == ["Title", "", "Some paragraph.", "", "Sub", "", " • a", " • b", "", "End.", ""]
+
+
+def test_when_a_session_was_last_active_in_words() -> None:
+    import time as clock
+
+    from acp_agent.human.resume import ago
+
+    def stamp(seconds_ago: float) -> str:
+        return clock.strftime("%Y-%m-%dT%H:%M:%S.000Z", clock.gmtime(clock.time() - seconds_ago))
+
+    assert [ago(stamp(s)) for s in (5, 300, 7200, 3 * 86400)] == [
+        "just now", "5 min ago", "2 h ago", "3 days ago"]
+    old = stamp(30 * 86400)
+    assert ago(old) == old[:10] and ago(None) == "?" and ago("not a time") == "not a time"
+
+
+def test_a_replay_is_cut_into_exchanges_and_its_end_shown() -> None:
+    from acp_agent.human.resume import exchanges, show_end
+
+    def user(text: str, mid: str) -> t.UserMessageChunk:
+        return t.UserMessageChunk(content=t.TextContent(text=text), message_id=mid)
+
+    def said(text: str) -> t.AgentMessageChunk:
+        return t.AgentMessageChunk(content=t.TextContent(text=text))
+
+    usage = t.UsageUpdate(used=5, size=100, cost=t.Cost(amount=0.25, currency="USD"))
+    updates: list[t.SessionUpdate] = [usage]
+    for n in range(5):
+        updates += [user(f"ask {n}", f"u{n}"), user(" more", f"u{n}"),
+                    t.AgentThoughtChunk(content=t.TextContent(text="hmm")), said(f"answer {n}")]
+    before, cut = exchanges(updates)
+    assert before == [usage] and [text for text, _ in cut][:2] == ["ask 0 more", "ask 1 more"]
+    view = Notes()
+    show_end(view, updates, count=2)
+    assert view.notes == ["… 3 earlier exchanges (the model has them all)", "> ask 3 more",
+                          "> ask 4 more"]
+    assert view.out.getvalue() == "answer 3\nanswer 4\n"  # type: ignore[attr-defined]
+    assert "hmm" not in view.out.getvalue()  # type: ignore[attr-defined]
+    view.begin_turn()
+    assert view.cost_before == 0.25  # the session's cost, learnt from the replay
