@@ -121,6 +121,9 @@ def install_lines() -> dict[str, str]:
     return {"quick start": quick.strip(), "uv": uv.strip(), "pipx": pipx.strip()}
 
 
+# A whole install of the dependencies (from the wheelhouse) and a venv: minutes on a loaded
+# machine, more than the usual bound of one test.
+@pytest.mark.timeout(limit(600))
 @pytest.mark.parametrize("how", ["quick start", "uv", "pipx"])
 async def test_the_documented_install_gives_the_command_editors_run(
     how: str, clone: Path, wheelhouse: Path, tmp_path: Path,  # noqa: F811
