@@ -131,8 +131,8 @@ def keys(config: Config) -> list[tuple[str, str]]:
 
 async def servers(config: Config) -> list[tuple[str, str]]:
     """Each remote family in use: its base URL, and whether a connection opens."""
+    from ..human.reach import fatal, probe
     from ..providers.registry import endpoint, spec
-    from .reach import fatal, probe
 
     out: list[tuple[str, str]] = []
     for family in families_in_use(config):

@@ -40,7 +40,7 @@ def main(command: str, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     from .. import config as config_mod
     from ..cli import load_config
-    from ..permissions import read_rules, rules_path
+    from ..engine.permissions import read_rules, rules_path
 
     try:
         config = load_config(args)
@@ -59,7 +59,7 @@ def main(command: str, argv: list[str]) -> int:
 
 
 def show(path: str, project: str, allow: list[str], reject: list[str]) -> int:
-    from ..permissions import listing, numbered
+    from ..engine.permissions import listing, numbered
 
     rows = numbered(allow, reject)
     if not rows:
@@ -71,7 +71,7 @@ def show(path: str, project: str, allow: list[str], reject: list[str]) -> int:
 
 
 def show_all(state_dir: str) -> int:
-    from ..permissions import all_rules, listing, numbered
+    from ..engine.permissions import all_rules, listing, numbered
 
     every = all_rules(state_dir)
     if not every:
@@ -86,7 +86,7 @@ def show_all(state_dir: str) -> int:
 
 
 def forget(path: str, cwd: str, words: list[str], *, every: bool) -> int:
-    from ..permissions import chosen, forget_rules, numbered, read_rules
+    from ..engine.permissions import chosen, forget_rules, numbered, read_rules
 
     rules = read_rules(path)
     project = rules.project or cwd

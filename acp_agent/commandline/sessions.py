@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
 
-    from ..records import Meta
-    from ..store import Store
+    from ..sessions.records import Meta
+    from ..sessions.store import Store
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,8 +62,8 @@ def main(command: str, argv: list[str]) -> int:
 
 
 def open_store(state_dir: str) -> Store:
-    from ..sessionindex import SessionIndex
-    from ..store import Store
+    from ..sessions.sessionindex import SessionIndex
+    from ..sessions.store import Store
 
     return Store(state_dir, index=SessionIndex(state_dir))
 
@@ -83,7 +83,7 @@ def turns(store: Store, meta: Meta) -> int:
     """The session's answered prompts (counted in its log for an entry too old to say)."""
     if meta.turns is not None:
         return meta.turns
-    from ..records import TurnEnd
+    from ..sessions.records import TurnEnd
 
     try:
         return sum(isinstance(r, TurnEnd) for r in store.read(meta.id))

@@ -140,7 +140,7 @@ class Session:
 
             preload()  # prompt_toolkit's import overlaps the agent's start
         if self.options.url is not None:
-            from ..commandline.reach import probe
+            from .reach import probe
 
             self._reach = asyncio.create_task(probe(self.options.url))
         try:
@@ -248,7 +248,7 @@ class Session:
         """Nothing there at the model's base URL: the line that says so (else ``None``)."""
         if self._reach is None:
             return None
-        from ..commandline.reach import fatal, unreachable
+        from .reach import fatal, unreachable
 
         why = await self._reach
         if not fatal(why) or self.options.url is None:

@@ -58,8 +58,8 @@ def check(command: str, args: Any, config: Config) -> Options:
         except OSError as exc:
             raise UserError(f"log file {config.log_file}: {exc.strerror}") from None
     policy: Policy = args.policy or ("ask" if can_ask() else "cannot_ask")
-    from ..commandline.reach import model_url
     from ..config import default_state_dir
+    from .reach import model_url
 
     return Options(
         command=command,
