@@ -5,12 +5,13 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import __version__
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Collection
     from types import SimpleNamespace
 
     from .config import Config
@@ -20,31 +21,64 @@ An Agent Client Protocol (ACP) agent. Editors start it as a subprocess and speak
 JSON-RPC to it over stdin/stdout; stdout carries nothing but protocol messages.
 With no provider configured it runs the offline built-in model (no key, no network)."""
 
+USAGE = """acp-agent [AGENT FLAGS]                 speak ACP on stdin/stdout (what editors run)
+       acp-agent COMMAND [FLAGS] [ARGS...]     (agent flags go before or after COMMAND)"""
+
+
+class Subcommand(NamedTuple):
+    """One ``acp-agent COMMAND``: its synopsis for the help, and its entry point
+    (``module:function``, called with the command's name and the rest of the line, agent
+    flags included; it returns the exit status)."""
+
+    synopsis: str
+    summary: str
+    entry: str
+
+
+#: Every command, in the order the help lists them. A new one is a line here.
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "run": Subcommand("run PROMPT...", "run one prompt in the terminal; stdin too when piped",
+                      "acp_agent.commandline.human:main"),
+    "chat": Subcommand("chat", "chat in the terminal (--continue, --resume [ID])",
+                       "acp_agent.commandline.human:main"),
+    "sessions": Subcommand("sessions", "list this directory's saved sessions (--all: every one)",
+                           "acp_agent.commandline.sessions:main"),
+    "permissions": Subcommand("permissions", "list or forget the remembered \"always\" answers",
+                              "acp_agent.commandline.permissions:main"),
+    "doctor": Subcommand("doctor", "check the set-up: configuration, keys, servers, state",
+                         "acp_agent.commandline.doctor:main"),
+    "login": Subcommand("login", "store a provider's API key (asked without echo)",
+                        "acp_agent.login:main"),
+    "logout": Subcommand("logout", "forget the API keys login stored", "acp_agent.login:main"),
+}  # fmt: skip
+
+
+def commands_help() -> str:
+    width = max(len(c.synopsis) for c in SUBCOMMANDS.values()) + 2
+    lines = ["commands (each has --help):"]
+    lines += [f"  {c.synopsis:<{width}}{c.summary}" for c in SUBCOMMANDS.values()]
+    return "\n".join(lines)
+
+
 def epilog() -> str:
     """The environment the agent reads: each provider family's variables, then ours."""
+    from .config import ENV_VARS
     from .providers.registry import FAMILIES, spec
 
-    lines = ["environment:"]
+    rows: list[tuple[str, str]] = []
     for family in FAMILIES:
         s = spec(family)
         names = [*s.key_envs[:1], *([s.base_url_env] if s.base_url_env else [])]
         if names:
-            lines.append(f"  {', '.join(names):<38} used by --model {family}:<model>")
-    lines += [
-        "  ACP_AGENT_MODEL, ACP_AGENT_STATE_DIR, ACP_AGENT_LOG_LEVEL, ACP_AGENT_LOG_FILE,",
-        "  ACP_AGENT_DEFAULT_MODE                 the same as the flags below",
-        "precedence: flags > environment > config file > defaults",
-    ]
+            rows.append((", ".join(names), f"used by --model {family}:<model>"))
+    flags = {"model": "--model", "state-dir": "--state-dir", "log-level": "--log-level",
+             "log-file": "--log-file", "default-mode": "--mode"}  # fmt: skip
+    for name, key in ENV_VARS.items():
+        rows.append((name, f"as {flags[key]}" if key in flags else f"`{key}` in the file"))
+    width = max(len(name) for name, _ in rows) + 2
+    lines = ["environment:", *(f"  {name:<{width}}{what}" for name, what in rows)]
+    lines.append("precedence: flags > environment > config file > defaults")
     return "\n".join(lines)
-
-
-HUMAN_EPILOG = """\
-The agent runs as a subprocess and is driven through the protocol, as an editor would.
-Permission questions are asked at the keyboard; without a terminal to ask on, tool
-calls that need permission are not run (--yes, --allow-always and --deny decide
-instead). Ctrl-C cancels the running turn (at a question: rejects and cancels); a second
-Ctrl-C, or Ctrl-C or Ctrl-D at the prompt, quits. `run` keeps no session unless --save
-is given; `chat` keeps its session (--no-save deletes it at the end)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,133 +86,64 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(
         prog="acp-agent",
-        description=DESCRIPTION
-        + "\n\nAlso: `acp-agent run PROMPT` and `acp-agent chat`, `acp-agent login` and"
-        " `acp-agent logout` (store or forget a provider's API key; see their --help).",
+        usage=USAGE,
+        description=DESCRIPTION + "\n\n" + commands_help(),
         epilog=epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"acp-agent {__version__}")
-    _agent_flags(p)
+    _agent_flags(p.add_argument_group("agent flags"))
     return p
 
 
-def build_human_parser(command: str) -> argparse.ArgumentParser:
+#: The agent's flags: (flag, argparse keywords); each takes a value.
+AGENT_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--model", {"metavar": "SPEC"}),
+    ("--base-url", {"metavar": "URL", "help": "endpoint of the model's provider, e.g. an "
+                    "OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio, OpenRouter)"}),
+    ("--config", {"metavar": "FILE", "help": "TOML configuration file "
+                  "(default: $XDG_CONFIG_HOME/acp-agent/config.toml)"}),
+    ("--state-dir", {"metavar": "DIR",
+                     "help": "where sessions are stored (default: $XDG_STATE_HOME/acp-agent)"}),
+    ("--mode", {"choices": ["ask", "accept-edits", "auto", "plan", "bypass"],
+                "help": "default permission mode of new sessions (default: ask; auto runs "
+                "commands in a sandbox without asking: it needs bubblewrap)"}),
+    ("--sandbox", {"choices": ["workspace-write", "read-only", "off"],
+                   "help": "the sandbox level auto mode runs commands at "
+                   "(default: workspace-write)"}),
+    ("--log-level", {"choices": ["debug", "info", "warning", "error", "critical"],
+                     "help": "log verbosity; logs go to stderr or --log-file (default: warning)"}),
+    ("--log-file", {"metavar": "FILE", "help": "append logs to FILE instead of stderr"}),
+)  # fmt: skip
+_VALUE_FLAGS = tuple(flag[2:].replace("-", "_") for flag, _ in AGENT_FLAGS)
+
+
+def _agent_flags(p: argparse._ActionsContainer, shown: Collection[str] | None = None) -> None:
+    """Add the agent's flags to ``p``; with ``shown``, the others are accepted but not
+    listed in the help (``login`` takes every flag an editor's command line has)."""
     import argparse
 
-    p = argparse.ArgumentParser(
-        prog=f"acp-agent {command}",
-        description="Run one prompt in the terminal."
-        if command == "run"
-        else "Chat with the agent in the terminal.",
-        epilog=HUMAN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    if command == "run":
-        p.add_argument("prompt", help="the prompt text")
-    policy = p.add_mutually_exclusive_group()
-    policy.add_argument(
-        "--yes", "-y", dest="policy", action="store_const", const="allow_once",
-        help="allow each tool call that asks, once, without asking",
-    )  # fmt: skip
-    policy.add_argument(
-        "--allow-always", dest="policy", action="store_const", const="allow_always",
-        help="answer \"always\" to each question (remembered for the project, as the "
-        "option says)",
-    )  # fmt: skip
-    policy.add_argument(
-        "--deny", dest="policy", action="store_const", const="deny",
-        help="reject each tool call that asks",
-    )  # fmt: skip
-    p.add_argument(
-        "--save",
-        action=argparse.BooleanOptionalAction,
-        default=command == "chat",
-        help="keep the session in the state directory "
-        + ("(default for chat)" if command == "chat" else "(default for run: not kept)"),
-    )
-    if command == "run":
-        p.add_argument(
-            "--json",
-            action="store_true",
-            help="print the ACP updates as JSON lines (then the prompt's result) for scripts",
-        )
-    p.add_argument("--cwd", default=None, help="the session's directory (default: current)")
-    p.add_argument(
-        "--debug",
-        action="store_true",
-        help="show the agent's log (debug level unless --log-level) and any traceback",
-    )
-    _agent_flags(p)
-    return p
-
-
-def _agent_flags(p: argparse.ArgumentParser) -> None:
     from .providers.registry import FAMILIES, spec
 
-    p.add_argument(
-        "--model",
-        metavar="SPEC",
-        help=" | ".join(f if not spec(f).needs_model else f"{f}:<model>" for f in FAMILIES)
-        + " (default: offline)",
-    )
-    p.add_argument(
-        "--base-url",
-        metavar="URL",
-        help="endpoint of the model's provider, e.g. an OpenAI-compatible server "
-        "(Ollama, vLLM, llama.cpp, LM Studio, OpenRouter)",
-    )
-    p.add_argument(
-        "--config",
-        metavar="FILE",
-        help="TOML configuration file (default: $XDG_CONFIG_HOME/acp-agent/config.toml)",
-    )
-    p.add_argument(
-        "--state-dir",
-        metavar="DIR",
-        help="where sessions are stored (default: $XDG_STATE_HOME/acp-agent)",
-    )
-    p.add_argument(
-        "--mode",
-        choices=["ask", "accept-edits", "auto", "plan", "bypass"],
-        help="default permission mode of new sessions (default: ask; auto runs commands "
-        "in a sandbox without asking: it needs bubblewrap)",
-    )
-    p.add_argument(
-        "--sandbox",
-        choices=["workspace-write", "read-only", "off"],
-        help="the sandbox level auto mode runs commands at (default: workspace-write)",
-    )
-    p.add_argument(
-        "--log-level",
-        choices=["debug", "info", "warning", "error", "critical"],
-        help="log verbosity; logs go to stderr or --log-file (default: warning)",
-    )
-    p.add_argument("--log-file", metavar="FILE", help="append logs to FILE instead of stderr")
+    for flag, kwargs in AGENT_FLAGS:
+        kwargs = dict(kwargs)
+        if flag == "--model":
+            kwargs["help"] = " | ".join(
+                f if not spec(f).needs_model else f"{f}:<model>" for f in FAMILIES
+            ) + " (default: offline)"
+        if shown is not None and flag not in shown:
+            kwargs["help"] = argparse.SUPPRESS
+        p.add_argument(flag, **kwargs)
 
 
-def _forward(args: argparse.Namespace) -> list[str]:
-    """The agent flags given to the human mode, for its agent subprocess."""
+def agent_args(args: argparse.Namespace) -> list[str]:
+    """The agent flags given to a command, as the agent's own command line."""
     out: list[str] = []
     for flag in _VALUE_FLAGS:
         value = getattr(args, flag)
         if value:
             out += ["--" + flag.replace("_", "-"), value]
     return out
-
-
-def human_main(argv: list[str]) -> None:
-    args = build_human_parser(argv[0]).parse_args(argv[1:])
-    from . import config as config_mod
-
-    try:
-        cfg = load_config(args)
-    except config_mod.ConfigError as exc:
-        sys.stderr.write(f"acp-agent: {exc}\n")
-        raise SystemExit(2) from None
-    from .human import main as human
-
-    raise SystemExit(human(argv[0], args, cfg, _forward(args)))
 
 
 def _overrides(args: argparse.Namespace | SimpleNamespace) -> dict[str, Any]:
@@ -198,24 +163,44 @@ def _overrides(args: argparse.Namespace | SimpleNamespace) -> dict[str, Any]:
     return out
 
 
-_VALUE_FLAGS = (
-    "model", "base_url", "config", "state_dir", "mode", "sandbox", "log_level", "log_file"
-)
-LOGIN_COMMANDS = ("login", "logout")
-
-
-def _login_command(argv: list[str]) -> int | None:
-    """Where ``login``/``logout`` stands: first, or after agent flags (an editor's terminal
-    authentication appends it to the command it runs the agent with)."""
+def subcommand(argv: list[str]) -> int | None:
+    """Where the command stands in ``argv``: the first word that is not a flag nor a
+    flag's value (flags may come before it: an editor's terminal authentication appends
+    ``login`` to the command it runs the agent with); ``None`` when there is none.
+    Raises ``SystemExit`` (2) for a word that is not a command."""
     i = 0
+    ours = True  # every flag so far is an agent flag
     while i < len(argv):
-        if argv[i] in LOGIN_COMMANDS:
-            return i
-        if not argv[i].startswith("--"):
+        word = argv[i]
+        if word == "--":
             return None
-        flag, eq, _ = argv[i].partition("=")
-        i += 2 if not eq and flag[2:].replace("-", "_") in _VALUE_FLAGS else 1
+        if not word.startswith("-") or word == "-":
+            if word in SUBCOMMANDS:
+                return i
+            if not ours:  # maybe an unknown flag's value: argparse names the flag
+                return None
+            from .config.hints import did_you_mean
+
+            sys.stderr.write(
+                f"acp-agent: {word!r} is not a command{did_you_mean(word, SUBCOMMANDS)}"
+                f" (commands: {', '.join(SUBCOMMANDS)}; acp-agent --help)\n"
+            )
+            raise SystemExit(2)
+        flag, eq, _ = word.partition("=")
+        known = flag[2:].replace("-", "_") in _VALUE_FLAGS
+        ours = ours and known
+        i += 2 if not eq and known else 1
     return None
+
+
+def run_subcommand(argv: list[str], at: int) -> int:
+    import importlib
+
+    name = argv[at]
+    module, _, function = SUBCOMMANDS[name].entry.partition(":")
+    entry = getattr(importlib.import_module(module), function)
+    status: int = entry(name, argv[:at] + argv[at + 1 :])
+    return status
 
 
 def _plain_flags(argv: list[str]) -> SimpleNamespace | None:
@@ -301,13 +286,9 @@ def _collect() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("run", "chat"):
-        human_main(argv)
-    at = _login_command(argv)
+    at = subcommand(argv)
     if at is not None:
-        from .login import main as login_main
-
-        raise SystemExit(login_main(argv[at], argv[:at] + argv[at + 1 :], _agent_flags))
+        raise SystemExit(run_subcommand(argv, at))
     # argparse (with gettext and shutil) costs ~25 ms of start-up on a small machine:
     # the plain `--flag value` forms editors use are read directly; anything else
     # (--help, --version, a typo, a missing value) goes through argparse.
@@ -336,8 +317,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write(TERMINAL_HINT)
 
     import asyncio
+    import signal
 
     from .server import serve
+
+    # Ended by a signal (an editor quitting sends SIGTERM; a closed terminal SIGHUP), the
+    # agent ends as at the end of stdin: turns cancelled, commands and MCP servers
+    # stopped, everything flushed, status 0. Ctrl-C typed at a terminal stays an
+    # interrupt (status 130); without one, SIGINT is another request to stop.
+    stop = [signal.SIGTERM, signal.SIGHUP]
+    if not sys.stdin.isatty():
+        stop.append(signal.SIGINT)
 
     # Not asyncio.run(): its shutdown waits for the default executor's threads, and one
     # may still be importing a provider or MCP SDK (a second or more). Once serve()
@@ -345,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
     code = 0
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(serve(cfg, initialized=_collect))
+        loop.run_until_complete(serve(cfg, initialized=_collect, stop_signals=stop))
     except KeyboardInterrupt:
         code = 130
         if sys.stdin.isatty():  # Ctrl-C typed after the hint: the shell's prompt on its line

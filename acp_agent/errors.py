@@ -107,6 +107,8 @@ class RemoteError(Exception):
 class ProviderError(Exception):
     retryable: bool = False
     retry_after: float | None = None
+    unreachable: bool = False
+    """Nothing answers there: the connection was refused or the host is unknown."""
 
     def __init__(self, message: str) -> None:
         self.message = message

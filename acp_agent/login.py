@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 MAX_KEY = 4096
 
 
-AgentFlags = Callable[["argparse.ArgumentParser"], None]
+AgentFlags = Callable[..., None]
 """Adds the agent's own flags to a parser (``cli`` passes its own)."""
 
 
@@ -65,7 +65,9 @@ def build_parser(command: str, agent_flags: AgentFlags) -> argparse.ArgumentPars
             help="the system keyring (needs the `keyring` package) or a file readable only"
             " by you (default: auto, the keyring when it works)",
         )
-    agent_flags(p)  # the editor's configured flags come along with its login command
+    # the editor's configured flags come along with its login command: accepted, and only
+    # those that matter here shown
+    agent_flags(p, shown=("--model", "--config"))
     return p
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -187,10 +188,22 @@ def wire(
     return agent
 
 
-async def serve(config: Config, initialized: Callable[[], None] | None = None) -> None:
+async def serve(
+    config: Config,
+    initialized: Callable[[], None] | None = None,
+    stop_signals: Iterable[signal.Signals] = (),
+) -> None:
+    """Serve the client on stdin/stdout until stdin ends, or one of ``stop_signals``
+    comes: then as at the end of stdin, every turn is cancelled (their commands' process
+    groups killed), MCP servers and terminals stopped, sessions flushed, and the output
+    written whole."""
     reader, writer = await open_stdio(config.limits.max_message_bytes)
     connection = Connection(reader, writer)
     agent = wire(config, connection, initialized=initialized)
+    loop = asyncio.get_running_loop()
+    stops = list(stop_signals)
+    for sig in stops:
+        loop.add_signal_handler(sig, reader.stop)
     try:
         await connection.serve()
     finally:
@@ -198,3 +211,5 @@ async def serve(config: Config, initialized: Callable[[], None] | None = None) -
         await connection.close(grace=0.3)
         await agent.shutdown()
         await writer.aclose()
+        for sig in stops:
+            loop.remove_signal_handler(sig)

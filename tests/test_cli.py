@@ -12,10 +12,11 @@ from .harness import ROOT, agent_env
 from .limits import WAIT
 
 
-def acp(*args: str, stdin: str = "", cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+def acp(*args: str, stdin: str = "", cwd: str | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "acp_agent", *args], input=stdin, text=True,
-                          capture_output=True, env=agent_env({"NO_COLOR": "1"}), cwd=cwd,
-                          timeout=WAIT)
+                          capture_output=True, env=agent_env({"NO_COLOR": "1", **(env or {})}),
+                          cwd=cwd, timeout=WAIT)
 
 
 def test_help_explains_every_flag() -> None:
@@ -46,17 +47,19 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
 def test_run_prints_the_answer(state_dir: str, workspace: str) -> None:
     result = acp("run", "hello", "--state-dir", state_dir, "--cwd", workspace)
     assert result.returncode == 0, result.stderr
-    assert "offline built-in model" in result.stdout
-    assert "stop: end_turn" in result.stdout
-    assert result.stderr == ""  # not a terminal: no progress line, no colours
+    assert result.stdout.startswith("Hello! I'm acp-agent on its offline built-in model.")
+    assert result.stdout.count("\n") == 1  # the answer, alone
+    assert result.stderr.startswith("— stop: end_turn · tokens: ")  # the rest on stderr
+    assert "\x1b" not in result.stderr + result.stdout  # not a terminal: no colours
 
 
 def test_run_with_yes_runs_the_tool(state_dir: str, workspace: str) -> None:
     result = acp("run", "run echo from-the-tool", "--yes", "--state-dir", state_dir,
                  "--cwd", workspace)
     assert result.returncode == 0, result.stderr
-    assert "✓ Run `echo from-the-tool`" in result.stdout
-    assert result.stdout.count("from-the-tool") >= 2  # the title and the command's output
+    assert "✓ Run `echo from-the-tool`" in result.stderr
+    assert result.stderr.count("from-the-tool") >= 2  # the title and the command's output
+    assert result.stdout == "`run_command` worked; its output is shown above.\n"
 
 
 def test_plain_acp_agent_keeps_quiet_when_stdin_is_not_a_terminal() -> None:
@@ -71,20 +74,21 @@ def test_run_without_a_terminal_does_not_run_tools_and_says_why(
     told so."""
     result = acp("run", "write notes.txt hi", "--state-dir", state_dir, "--cwd", workspace)
     assert result.returncode == 0, result.stderr
-    assert result.stderr == (
-        "acp-agent: acp-agent run has no terminal to ask on (stdin is not one), so tool calls "
-        "that need permission are not run; --yes allows them, --deny rejects them\n")
-    assert "✗ Write notes.txt\n  Not run: the editor could not ask the user for permission " \
-        "(acp-agent run has no terminal to ask on" in result.stdout
-    assert "rejected" not in result.stdout.replace("--deny rejects", "")
+    why = ("✗ Write notes.txt\n  Not run: permission could not be asked (acp-agent run has no "
+           "terminal to ask on (stdin is not one), so tool calls that need permission are not "
+           "run; --yes allows them, --deny rejects them).\n")
+    assert result.stderr.count(why) == 1  # said once: the call shows why it did not run
+    assert "acp-agent:" not in result.stderr
+    assert result.stdout == "`write_file` did not run (the call above says why), so I'll " \
+        "leave it there.\n"
     assert not os.path.exists(os.path.join(workspace, "notes.txt"))
 
 
 def test_run_with_deny_rejects(state_dir: str, workspace: str) -> None:
     result = acp("run", "write notes.txt hi", "--deny", "--state-dir", state_dir,
                  "--cwd", workspace)
-    assert result.returncode == 0 and result.stderr == ""
-    assert "✗ Write notes.txt\n  The user rejected this tool call." in result.stdout
+    assert result.returncode == 0
+    assert "✗ Write notes.txt\n  The user rejected this tool call." in result.stderr
     assert not os.path.exists(os.path.join(workspace, "notes.txt"))
 
 
@@ -131,8 +135,8 @@ def test_run_and_chat_flags_are_checked(state_dir: str) -> None:
 def test_chat_reads_prompts_until_eof(state_dir: str, workspace: str) -> None:
     result = acp("chat", "--state-dir", state_dir, "--cwd", workspace, stdin="hello\nlist\n")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("stop: end_turn") == 2
-    assert "hello.txt" in result.stdout
+    assert result.stderr.count("stop: end_turn") == 2
+    assert "hello.txt" in result.stderr  # the listing, shown with its tool call
 
 
 def test_plain_flags_are_read_without_argparse() -> None:

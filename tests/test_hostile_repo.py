@@ -309,9 +309,9 @@ def test_the_terminal_front_end_shows_titles_and_notices_escaped() -> None:
         req = t.RequestPermissionRequest(session_id="s", options=[], tool_call=t.ToolCallUpdate(
             tool_call_id="c", title=f"Write {name}", raw_input={"command": f"cat {name}"}))
         r.err = io.StringIO()
-        r.question(req, "[a]llow once")
+        r.question(req, [("a", "Allow once")])
         console = Console(file=io.StringIO(), width=200, color_system=None)
-        RichView(console).question(req, "[a]llow once")
+        RichView(console).question(req, [("a", "Allow once")])
         screens = [out.getvalue(), r.err.getvalue(), console.file.getvalue()]  # type: ignore[attr-defined]
         for screen in screens:
             assert name not in screen and shown in screen, screen

@@ -21,7 +21,7 @@ from rich.console import Console
 
 from acp_agent.errors import RemoteError
 from acp_agent.human import HumanClient, Keyboard, Renderer, Session, block_text
-from acp_agent.human._render import JsonLines
+from acp_agent.human._render import JsonLines, question_choices
 from acp_agent.human._rich import RichView, complete_blocks
 from acp_agent.human.checks import Options
 from acp_agent.human.client import Policy
@@ -52,8 +52,8 @@ def chunk(kind: str, text: str) -> dict[str, Any]:
 def test_text_and_thoughts_stream_each_on_its_own_line() -> None:
     out = render(chunk("agent_thought_chunk", "hmm "), chunk("agent_thought_chunk", "ok"),
                  chunk("agent_message_chunk", "Hello "), chunk("agent_message_chunk", "there"),
-                 result={"stopReason": "end_turn"})
-    assert out == "hmm ok\nHello there\n— stop: end_turn\n"
+                 result={"stopReason": "max_tokens"})
+    assert out == "hmm ok\nHello there\n— stop: max_tokens\n"
 
 
 def test_plan_notice_and_footer() -> None:
@@ -92,9 +92,19 @@ def test_a_tool_call_is_printed_once_when_done_with_its_content() -> None:
     )
     assert out == (
         "Let me write.\n✓ Write a.txt\n"
-        "--- a/w/a.txt\n+++ b/w/a.txt\n@@ -1 +1 @@\n-x\n+y\n"
+        "--- /w/a.txt\n+++ /w/a.txt\n@@ -1 +1 @@\n-x\n+y\n"  # outside the session's directory
         "  done\n  ok\n  [terminal t9]\n"
     )
+
+
+def test_a_diff_names_a_file_of_the_session_as_git_does() -> None:
+    r = Renderer(io.StringIO())
+    r.cwd = "/w"
+    r.update(t.ToolCall(tool_call_id="c", title="Edit", status="completed", content=[
+        t.Diff(path="/w/src/a.py", old_text="x\n", new_text="y\n"),
+        t.Diff(path="/w/new.py", new_text="z\n")]))
+    assert r.out.getvalue().splitlines()[1:3] + r.out.getvalue().splitlines()[6:8] == [  # type: ignore[attr-defined]
+        "--- a/src/a.py", "+++ b/src/a.py", "--- /dev/null", "+++ b/new.py"]
 
 
 def test_tool_call_titles_failures_and_thinking() -> None:
@@ -112,7 +122,7 @@ def test_tool_call_titles_failures_and_thinking() -> None:
     )
     assert out == (
         "✗ grep\n✓ tool\n✓ Update plan\n✗ Think\n  the plan\n"
-        "✓ New file\n--- an.txt\n+++ bn.txt\n@@ -0,0 +1 @@\n+hi\n"
+        "✓ New file\n--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1 @@\n+hi\n"
     )
 
 
@@ -133,17 +143,32 @@ def test_a_command_that_exits_non_zero_is_a_failure() -> None:
     assert out == "✓ Run ok\n✗ Run two (exit 2)\n✗ Run killed (killed by SIGKILL)\n"
 
 
-def test_the_footer_shows_the_context_only_when_measured_during_the_turn() -> None:
+def test_the_footer_shows_this_turns_figures() -> None:
+    """The context only when measured during the turn (an announced 0 is no measure), the
+    turn's own cost (the session's beside it when they differ), nothing for an answer
+    the agent gave by itself."""
     r = Renderer(io.StringIO())
-    usage = t.UsageUpdate(used=1608, size=128000, cost=t.Cost(amount=0.5, currency="USD"))
+    used = t.Usage(total_tokens=3, input_tokens=2, output_tokens=1)
+
+    def usage(used: int, cost: float) -> t.UsageUpdate:
+        return t.UsageUpdate(used=used, size=128000, cost=t.Cost(amount=cost, currency="USD"))
+
     r.begin_turn()
-    r.update(usage)
-    r.finish(t.PromptResponse(stop_reason="end_turn"))
+    r.update(usage(1608, 0.5))
+    r.finish(t.PromptResponse(stop_reason="end_turn", usage=used))
     r.begin_turn()  # cancelled before the model answered: no new figure, no stale one
+    r.update(usage(0, 0.5))  # as announced when a session opens
     r.finish(t.PromptResponse(stop_reason="cancelled"))
+    r.begin_turn()
+    r.update(usage(2000, 0.75))
+    r.finish(t.PromptResponse(stop_reason="end_turn", usage=used))
+    r.begin_turn()
+    r.finish(t.PromptResponse(stop_reason="end_turn"))  # /help: no footer
     assert r.out.getvalue().splitlines() == [  # type: ignore[attr-defined]
-        "— stop: end_turn · context: 1,608/128,000 · cost: 0.5000 USD",
-        "— stop: cancelled · cost: 0.5000 USD",
+        "— stop: end_turn · tokens: 2 in / 1 out · context: 1,608/128,000 · cost: 0.5000 USD",
+        "— stop: cancelled · cost: 0.0000 USD (session: 0.5000)",
+        "— stop: end_turn · tokens: 2 in / 1 out · context: 2,000/128,000 · cost: 0.2500 USD"
+        " (session: 0.7500)",
     ]
 
 
@@ -188,7 +213,8 @@ async def test_the_rich_view_renders_markdown_diffs_and_a_failed_command() -> No
                            status="completed", raw_output={"exitCode": 2},
                            content=[t.Content(content=t.TextContent(
                                text="```\noops\n```\nExit code: 2"))]))
-    view.finish(t.PromptResponse(stop_reason="end_turn"))
+    view.finish(t.PromptResponse(stop_reason="end_turn", usage=t.Usage(
+        total_tokens=3, input_tokens=2, output_tokens=1)))
     out = console.file.getvalue()  # type: ignore[attr-defined]
     lines = [line.rstrip() for line in out.splitlines()]
     assert "Some bold words." in lines and "**" not in out and "```" not in out
@@ -196,7 +222,7 @@ async def test_the_rich_view_renders_markdown_diffs_and_a_failed_command() -> No
     assert "✓ Edit a.py" in lines and "  -x" in lines and "  +y" in lines
     assert "Update plan" not in out  # a plan is shown as the plan
     assert "✗ Run `false`  exit 2" in lines and "  oops" in lines and "  Exit code: 2" in lines
-    assert lines[-3:] == ["Plan", " ✔ look", "— stop: end_turn"]
+    assert lines[-3:] == ["Plan", " ✔ look", "— stop: end_turn · tokens: 2 in / 1 out"]
 
 
 @pytest.mark.parametrize(("raw", "shown"), [
@@ -210,9 +236,10 @@ def test_a_question_shows_what_it_is_about(raw: dict[str, Any], shown: list[str]
     console = Console(file=io.StringIO(), width=70, color_system=None)
     req = t.RequestPermissionRequest(session_id="s", options=[], tool_call=t.ToolCallUpdate(
         tool_call_id="c", title="Do `ls`", raw_input=raw))
-    RichView(console).question(req, "[a]llow once")
+    RichView(console).question(req, [("a", "Allow once"), ("A", "Always allow `ls`")])
     lines = [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
-    assert lines == ["? Allow Do `ls`?", *shown, "  [a]llow once:"]
+    assert lines == ["? Allow Do `ls`?", *shown, "  [a] Allow once", "  [A] Always allow `ls`",
+                     "  Press a key (Ctrl-C: reject and cancel):"]
 
 
 # --------------------------------------------------------------------------- client
@@ -247,12 +274,16 @@ class Notes(Renderer):
         super().__init__(io.StringIO(), io.StringIO())
         self.notes: list[str] = []
         self.questions: list[str] = []
+        self.answers: list[str] = []
+
+    def answered(self, name: str) -> None:
+        self.answers.append(name)
 
     def note(self, text: str, level: str = "info") -> None:
         self.notes.append(text)
 
-    def question(self, req: t.RequestPermissionRequest, choices: str) -> None:
-        self.questions.append(f"{req.tool_call.title}? {choices}")
+    def question(self, req: t.RequestPermissionRequest, choices: list[tuple[str, str]]) -> None:
+        self.questions.append(f"{req.tool_call.title}? {question_choices(choices)}")
 
 
 Turn = Callable[[Connection, t.PromptRequest], Awaitable[t.PromptResponse]]
@@ -321,7 +352,9 @@ ALL_KINDS: tuple[t.PermissionOptionKind, ...] = (
 def ask(conn: Connection, title: str = "Run `ls`",
         kinds: tuple[t.PermissionOptionKind, ...] = ALL_KINDS,
         ) -> Awaitable[t.RequestPermissionResponse]:
-    options = [t.PermissionOption(option_id=k, name=k, kind=k) for k in kinds]
+    names = {"allow_once": "Allow once", "allow_always": "Always allow `ls`",
+             "reject_once": "Reject", "reject_always": "Always reject `ls`"}
+    options = [t.PermissionOption(option_id=k, name=names[k], kind=k) for k in kinds]
     return conn.request(
         "session/request_permission",
         t.RequestPermissionRequest(session_id="s1", options=options,
@@ -400,7 +433,7 @@ async def test_with_no_one_to_ask_the_agent_is_told_so() -> None:
     await pair.close()
     assert len(errors) == 2 and all("no terminal to ask on" in e for e in errors)
     assert "--yes allows them" in errors[0]
-    assert pair.view.notes == [errors[0]]  # the person is told once
+    assert pair.view.notes == []  # the call's failure tells the person: once is enough
 
 
 async def test_a_question_is_answered_at_the_keyboard() -> None:
@@ -417,12 +450,11 @@ async def test_a_question_is_answered_at_the_keyboard() -> None:
     await pair.client.prompt(await pair.session(), "go")
     await pair.close()
     assert answers == ["allow_always", "reject_once"]
-    assert pair.view.questions == [
-        "Run `ls`? [a]llow once, [A]lways, [r]eject, [R]eject always (Ctrl-C: reject and cancel)",
-        "Run `ls`? [a]llow once, [A]lways, [r]eject, [R]eject always (Ctrl-C: reject and cancel)",
-        "Run `ls`? [a]llow once, [r]eject (Ctrl-C: reject and cancel)",
-        "Run `ls`? [a]llow once, [r]eject (Ctrl-C: reject and cancel)",
-    ]
+    every = ("[a] Allow once, [A] Always allow `ls`, [r] Reject, [R] Always reject `ls`"
+             " (Ctrl-C: reject and cancel)")
+    assert pair.view.questions == [  # asked once: a key that is no answer is let be
+        f"Run `ls`? {every}", "Run `ls`? [a] Allow once, [r] Reject (Ctrl-C: reject and cancel)"]
+    assert pair.view.answers == ["Always allow `ls`", "Reject"]
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "ctrl-d"])
@@ -640,3 +672,55 @@ async def test_ctrl_c_cancels_a_turn_and_a_second_one_quits() -> None:
     assert recorder.cancels == ["s1"] and session.quit_status == 130
     with pytest.raises(asyncio.CancelledError):
         await main
+
+
+def test_markdown_blocks_stand_one_blank_line_apart_at_the_left_margin() -> None:
+    console = Console(file=io.StringIO(), width=40, color_system=None)
+    view = RichView(console)
+    text = "# Title\n\nSome paragraph.\n\n## Sub\n\n- a\n- b\n\nEnd.\n"
+    for i in range(0, len(text), 5):  # streamed in small pieces
+        view.update(t.AgentMessageChunk(content=t.TextContent(text=text[i:i + 5])))
+    view.close()
+    view._flush(final=True)
+    lines = [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
+    assert lines == ["Title", "", "Some paragraph.", "", "Sub", "", " • a", " • b", "", "End.", ""]
+
+
+def test_when_a_session_was_last_active_in_words() -> None:
+    import time as clock
+
+    from acp_agent.human.resume import ago
+
+    def stamp(seconds_ago: float) -> str:
+        return clock.strftime("%Y-%m-%dT%H:%M:%S.000Z", clock.gmtime(clock.time() - seconds_ago))
+
+    assert [ago(stamp(s)) for s in (5, 300, 7200, 3 * 86400)] == [
+        "just now", "5 min ago", "2 h ago", "3 days ago"]
+    old = stamp(30 * 86400)
+    assert ago(old) == old[:10] and ago(None) == "?" and ago("not a time") == "not a time"
+
+
+def test_a_replay_is_cut_into_exchanges_and_its_end_shown() -> None:
+    from acp_agent.human.resume import exchanges, show_end
+
+    def user(text: str, mid: str) -> t.UserMessageChunk:
+        return t.UserMessageChunk(content=t.TextContent(text=text), message_id=mid)
+
+    def said(text: str) -> t.AgentMessageChunk:
+        return t.AgentMessageChunk(content=t.TextContent(text=text))
+
+    usage = t.UsageUpdate(used=5, size=100, cost=t.Cost(amount=0.25, currency="USD"))
+    updates: list[t.SessionUpdate] = [usage]
+    for n in range(5):
+        updates += [user(f"ask {n}", f"u{n}"), user(" more", f"u{n}"),
+                    t.AgentThoughtChunk(content=t.TextContent(text="hmm")), said(f"answer {n}")]
+    before, cut = exchanges(updates)
+    assert before == [usage] and [text for text, _ in cut][:2] == ["ask 0 more", "ask 1 more"]
+    view = Notes()
+    show_end(view, updates, count=2)
+    assert view.notes == ["… 3 earlier exchanges (the model has them all)", "> ask 3 more",
+                          "> ask 4 more"]
+    assert view.out.getvalue() == "answer 3\nanswer 4\n"  # type: ignore[attr-defined]
+    assert "hmm" not in view.out.getvalue()  # type: ignore[attr-defined]
+    view.begin_turn()
+    assert view.cost_before == 0.25  # the session's cost, learnt from the replay

@@ -127,7 +127,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             continue
         seen.add(name)
         repack(dist, out)
-    assert "setuptools" in seen, "the build backend is missing: pip install -e '.[dev]'"
+    assert "hatchling" in seen, "the build backend is missing: pip install -e '.[dev]'"
     yield out
     shutil.rmtree(out, ignore_errors=True)
 
@@ -239,8 +239,8 @@ async def hello_round_trip(agent: InstalledAgent, session_cwd: Path) -> None:
 
 @pytest.fixture(scope="module")
 def wheel(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Built from a copy of the checkout (the build writes build/ and *.egg-info beside the
-    sources), with an isolated build environment whose setuptools comes from the wheelhouse."""
+    """Built from a copy of the checkout, with an isolated build environment whose build
+    backend comes from the wheelhouse."""
     tmp = tmp_path_factory.mktemp("build")
     shutil.copytree(ROOT, tmp / "src", ignore=NOT_SOURCE)
     pip("wheel", "--no-deps", "--no-index", "--find-links", str(wheelhouse), "--wheel-dir",

@@ -141,7 +141,7 @@ class TestAnswersThatAreNotAnswers:
                       answers=[RemoteError(-32603, "client blew up")])  # fmt: skip
         assert (await world.turn())[0] == "end_turn"
         (result,) = world.results()
-        assert "could not ask" in result.parts[0].text  # type: ignore[union-attr]
+        assert "permission could not be asked" in result.parts[0].text  # type: ignore[union-attr]
         assert list(world.final_status().values()) == ["failed"]
         assert not (ws / "made").exists()
 

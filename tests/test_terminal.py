@@ -38,6 +38,11 @@ class Term:
         self.child: pexpect.spawn[bytes] = pexpect.spawn(
             sys.executable, ["-m", "acp_agent", *args], cwd=cwd, dimensions=(ROWS, cols),
             env=environ)
+        # a terminal answers what is asked of it (the line editor asks where the cursor is)
+        def answer(data: str) -> None:
+            self.child.send(data)
+
+        self.screen.write_process_input = answer  # type: ignore[method-assign]
         self.status: int | None = None
 
     def text(self) -> str:
@@ -78,6 +83,10 @@ class Term:
 
     def type(self, line: str) -> None:
         self.child.send(line + "\r")
+
+    def key(self, keys: str) -> None:
+        """Keys as the terminal sends them, no Enter after (``\x1b[A`` is the up arrow)."""
+        self.child.send(keys)
 
     def ctrl_c(self) -> None:
         self.child.sendintr()
@@ -134,7 +143,9 @@ def at_prompt(text: str) -> bool:
 
 
 QUESTION = "? Allow Run `ls`?"
-CHOICES = "  [a]llow once, [A]lways, [r]eject, [R]eject always (Ctrl-C: reject and cancel):"
+OPTIONS = ["  [a] Allow once", "  [A] Always allow `ls`", "  [r] Reject",
+           "  [R] Always reject `ls`"]
+CHOICES = "  Press a key (Ctrl-C: reject and cancel):"
 
 
 # ------------------------------------------------------------------ the quick start's demo
@@ -147,13 +158,14 @@ def test_the_demo_turn_asks_with_its_question_whole_on_screen(
     t = term("run", "show me what you can do")
     screen = t.wait_for(CHOICES)
     lines = screen.splitlines()
-    assert lines[-2:] == [QUESTION, CHOICES.rstrip()]  # nothing drawn over it, nothing below
-    t.type("a")
+    # each option by its own name; nothing drawn over the question, nothing below it
+    assert lines[-6:] == [QUESTION, *OPTIONS, CHOICES.rstrip()]
+    t.key("a")  # one key, no Enter
     screen = t.wait_for("— stop: end_turn")
     assert t.finish() == 0
     screen = t.text()
     lines = screen.splitlines()
-    assert QUESTION in lines and CHOICES + " a" in lines  # still whole, the answer after it
+    assert QUESTION in lines and CHOICES + " Allow once" in lines  # whole, the answer after it
     assert "✓ Run `ls`" in lines and "  hello.txt" in lines
     assert "I'm running on the offline built-in model (no key, no network)." in screen
     assert "**" not in screen and "```" not in screen  # Markdown, rendered
@@ -175,7 +187,7 @@ def test_the_readme_shows_the_demo_as_the_screen_does(tmp_path: Path, state_dir:
              cols=92)
     try:
         t.wait_for(CHOICES)
-        t.type("a")
+        t.key("a")
         assert t.finish() == 0
     finally:
         t.close()
@@ -239,11 +251,21 @@ def test_ctrl_c_at_a_question_rejects_and_cancels(
     assert "Traceback" not in t.text()
 
 
-def test_ctrl_c_at_the_prompt_quits(term: Start) -> None:
+def test_ctrl_c_clears_the_line_and_twice_at_an_empty_one_quits(
+    term: Start, state_dir: str,
+) -> None:
     t = term("chat")
+    t.wait_for(at_prompt)
+    t.key("half a thought")
+    t.wait_for("> half a thought")
+    t.ctrl_c()  # clears the line: nothing is sent
+    t.wait_for(lambda text: text.splitlines()[-1] == ">")
+    t.ctrl_c()  # on an empty line: says how to quit
+    t.wait_for("(Ctrl-C again quits; Ctrl-D or `exit` too)")
     t.wait_for(at_prompt)
     t.ctrl_c()
     assert t.finish() == 130
+    assert "— stop" not in t.text() and prompts(state_dir) == []
     assert "Traceback" not in t.text() and "KeyboardInterrupt" not in t.text()
     assert t.screen.cursor.x == 0
 
@@ -267,6 +289,11 @@ def test_mode_lists_the_modes(term: Start) -> None:
     assert all(any(line.startswith(f"   {m}") for line in lines)
                for m in ("accept-edits", "plan", "bypass"))
     t.wait_for(at_prompt)
+    t.type("/mode plan")
+    t.wait_for("Mode: plan.")
+    t.wait_for(at_prompt)
+    assert t.text().count("plan.") == 1 and "mode: plan" not in t.text()  # said once
+    assert "— stop" not in t.text()  # the agent answered by itself: no footer
     t.ctrl_d()
     assert t.finish() == 0
 
@@ -279,13 +306,29 @@ def bad_files(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "bad.toml").write_text('[limits]\nmax-turn-requests = "many"\n')
     (tmp_path / "bad.json").write_text('[[{"text": "x"}')
     (tmp_path / "odd.json").write_text('[[{"txt": "x"}]]')
+    (tmp_path / "object.json").write_text('{"text": "x"}')
     (tmp_path / "noretry.toml").write_text("[limits]\nmax-retries = 0\n")
+    (tmp_path / "underscore.toml").write_text('model = "offline"\ndefault_mode = "plan"\n')
+    (tmp_path / "section.toml").write_text('[openai]\ntimeout = 30\nbase_url = "http://x"\n')
     return {"dir": str(tmp_path)}
 
 
 MISTAKES = {
     "missing key": (["--model", "openai:gpt-4.1"], {},
-                    "openai:gpt-4.1 needs an API key: set OPENAI_API_KEY"),
+                    "openai:gpt-4.1 needs an API key: run `acp-agent login --provider openai` to"
+                    " store one, or set OPENAI_API_KEY in the environment"),
+    "unknown variable": ([], {"ACP_AGENT_MODE": "plan"},
+                         "ACP_AGENT_MODE is not a setting of acp-agent; did you mean"
+                         " `ACP_AGENT_DEFAULT_MODE`?"),
+    "bad mode variable": ([], {"ACP_AGENT_DEFAULT_MODE": "planning"},
+                          "ACP_AGENT_DEFAULT_MODE: `default-mode` must be one of ask,"
+                          " accept-edits, plan, bypass, got \"planning\""),
+    "underscore key": (["--config", "{dir}/underscore.toml"], {},
+                       "{dir}/underscore.toml:2: `default_mode` is not a setting; did you mean"
+                       " `default-mode`?"),
+    "section key": (["--config", "{dir}/section.toml"], {},
+                    "{dir}/section.toml:3: [openai] `base_url` is not a setting; did you mean"
+                    " `base-url`?"),
     "unknown provider": (["--model", "gpt-4"], {}, "--model 'gpt-4': unknown provider"),
     "no model": (["--model", "anthropic"], {},
                  "--model 'anthropic' names a provider but no model: write anthropic:<model>, "
@@ -296,6 +339,9 @@ MISTAKES = {
                        "ACP_AGENT_OFFLINE_SCRIPT: cannot read {dir}/none.json"),
     "malformed script": ([], {"ACP_AGENT_OFFLINE_SCRIPT": "{dir}/bad.json"}, "not valid JSON"),
     "odd script": ([], {"ACP_AGENT_OFFLINE_SCRIPT": "{dir}/odd.json"}, "unknown key 'txt'"),
+    "object script": ([], {"ACP_AGENT_OFFLINE_SCRIPT": "{dir}/object.json"},
+                      "{dir}/object.json: the whole script is an object ({{...}}): a script is a"
+                      " list of responses, each a list of steps, e.g. [[{{\"text\": \"Hello\"}}]"),
     "no such cwd": (["--cwd", "/nonexistent"], {}, "--cwd /nonexistent: /nonexistent does not"),
     "log file": (["--log-file", "{dir}/no/such/dir/log"], {},
                  "log file {dir}/no/such/dir/log: No such file or directory"),
@@ -322,14 +368,25 @@ def test_each_mistake_is_one_line_and_a_failure(
     assert fill(says) in lines[0]
 
 
-def test_a_server_that_is_not_there_is_named(term: Start, bad_files: dict[str, str]) -> None:
-    t = term("run", "hi", "--model", "ollama:qwen", "--base-url", "http://127.0.0.1:9/v1",
-             "--config", f"{bad_files['dir']}/noretry.toml")
-    assert t.finish() == 1
-    written = t.raw.decode()
-    assert "Cannot connect to http://127.0.0.1:9/v1: connection refused" in written
-    assert "is the server running, and is --base-url right?" in written
-    assert "Traceback" not in written and '"level"' not in written  # no log lines either
+@pytest.mark.parametrize(("args", "says"), [
+    (["--model", "ollama:qwen", "--base-url", "http://127.0.0.1:9/v1"],
+     "cannot connect to http://127.0.0.1:9/v1 (--base-url): connection refused; is Ollama"
+     " running? Start it with `ollama serve`"),
+    (["--model", "openai:qwen", "--base-url", "http://no-such-host.invalid:9/v1"],
+     "cannot connect to http://no-such-host.invalid:9/v1 (--base-url): unknown host"
+     " 'no-such-host.invalid'; is the server running, and is the base URL right?"),
+])
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_a_server_that_is_not_there_is_one_line_at_once(
+    term: Start, command: str, args: list[str], says: str,
+) -> None:
+    """Before any prompt, without retries: a refused connection or an unknown host is a
+    mistake to fix (status 2), said with the likely fix."""
+    t = term(command, *(["hi"] if command == "run" else []), *args)
+    assert t.finish() == 2
+    lines = [line for line in t.raw.decode().splitlines() if line.strip()]
+    assert [line for line in lines if line.startswith("acp-agent: ")] == [f"acp-agent: {says}"]
+    assert "Traceback" not in t.raw.decode() and '"level"' not in t.raw.decode()
 
 
 def test_an_agent_that_dies_is_one_line(term: Start, tmp_path: Path) -> None:
@@ -350,3 +407,109 @@ def test_plain_acp_agent_on_a_terminal_says_what_it_is(term: Start) -> None:
     t.ctrl_d()
     assert t.finish() == 0
     assert "speaks the Agent Client Protocol (JSON-RPC) on stdin/stdout" in t.text()
+
+
+def prompts(state_dir: str) -> list[str]:
+    """The prompts the sessions in ``state_dir`` were sent, in order."""
+    found = []
+    for log in sorted(Path(state_dir, "sessions").glob("*.jsonl")):
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("r") == "prompt":
+                found.append("".join(b.get("text", "") for b in record["blocks"]))
+    return found
+
+
+# ------------------------------------------------------------------ the line editor
+
+UP, ALT_ENTER, CTRL_R = "\x1b[A", "\x1b\r", "\x12"
+
+
+def chat_answered(t: Term, count: int) -> None:
+    """Wait for the chat's ``count``-th footer and the prompt after it."""
+    t.wait_for(lambda text: text.count("— stop: end_turn") >= count and at_prompt(text))
+
+
+def test_history_multi_line_prompts_and_the_quiet_ctrl_d(term: Start, state_dir: str) -> None:
+    t = term("chat")
+    t.wait_for(at_prompt)
+    t.key("hello\\")  # a trailing backslash: the prompt goes on on the next line
+    t.key("\r")
+    t.key("there")
+    t.key(ALT_ENTER)  # so does Alt-Enter
+    t.key("friend")
+    t.wait_for("  friend")
+    t.key("\x04")  # Ctrl-D on a line with text does nothing
+    t.key("\r")
+    chat_answered(t, 1)
+    t.type("list")
+    chat_answered(t, 2)
+    t.ctrl_d()
+    assert t.finish() == 0
+    assert prompts(state_dir) == ["hello\nthere\nfriend", "list"]
+    history = Path(state_dir, "chat-history")
+    assert history.stat().st_mode & 0o777 == 0o600  # the user's alone
+
+    t = term("chat")  # another chat: the history is there
+    t.wait_for(at_prompt)
+    t.key(UP)
+    t.wait_for(lambda text: text.splitlines()[-1] == "> list")
+    t.key(UP)
+    t.wait_for("> hello")  # the multi-line prompt, whole
+    t.key("\x03")  # cleared, nothing sent
+    t.key(CTRL_R + "lis")
+    t.wait_for("lis': list")  # reverse search
+    t.key("\r")  # accepts the match into the line
+    t.key("\r")  # and sends it
+    chat_answered(t, 1)
+    t.type("exit")  # quits, and is not sent
+    assert t.finish() == 0
+    assert prompts(state_dir)[2:] == ["list"]
+
+
+# ------------------------------------------------------------------ back into a conversation
+
+
+def test_continue_and_resume_go_back_into_a_conversation(
+    term: Start, state_dir: str, workspace: str,
+) -> None:
+    t = term("chat")
+    t.wait_for(at_prompt)
+    t.type("read hello.txt")
+    chat_answered(t, 1)
+    t.ctrl_d()
+    assert t.finish() == 0
+    (first,) = re.findall(r"saved as (sess_\w+) \(resume: acp-agent chat --resume \1 "
+                          rf"--state-dir {re.escape(state_dir)}\)", t.raw.decode())
+
+    t = term("chat", "--continue")  # this directory's latest: the last exchanges shown
+    t.wait_for(at_prompt)
+    screen = t.text()
+    assert f"resumed: read hello.txt ({first})" in screen and "> read hello.txt" in screen
+    assert "✓ Read hello.txt" in screen
+    t.type("list")
+    chat_answered(t, 1)
+    t.key("\x03\x03")  # Ctrl-C twice on an empty line quits
+    assert t.finish() == 130
+    assert f"saved as {first}" in t.text()
+
+    t = term("chat")  # a second conversation, said nothing: leaves nothing behind
+    t.wait_for(at_prompt)
+    t.ctrl_d()
+    assert t.finish() == 0 and "saved as" not in t.text()
+
+    t = term("chat", "--resume")  # a list to pick from
+    t.wait_for("resume which? [1-1, Enter: 1]")
+    assert re.search(r"^\s+1\s+just now\s+read hello\.txt$", t.text(), re.M)
+    t.type("1")
+    t.wait_for(at_prompt)
+    assert "> list" in t.text() and "> read hello.txt" in t.text()
+    t.ctrl_d()
+    assert t.finish() == 0
+    assert prompts(state_dir) == ["read hello.txt", "list"]
+
+
+def test_resume_with_an_id_nobody_has_is_one_line(term: Start) -> None:
+    t = term("chat", "--resume", "sess_nope")
+    assert t.finish() == 2
+    assert "acp-agent: --resume sess_nope: no saved session has that id" in t.raw.decode()

@@ -31,6 +31,12 @@ what its option's name says (:class:`Scope`), nothing wider:
 
 A call touching a path outside the roots is never offered "always" and never matched by
 a remembered answer: it asks every time (``bypass`` excepted).
+
+Remembered answers can be seen and taken back (``acp-agent permissions``, ``/permissions``):
+each project's file names its project, :func:`rule_label` says a rule in the words its
+option used, :func:`forget_rules` removes rules under the project's lock. An agent that
+has the rules loaded reads the file again (:meth:`Rules.refresh`) before a remembered
+answer decides a call, so what was forgotten elsewhere no longer counts.
 """
 
 from __future__ import annotations
@@ -206,19 +212,54 @@ class Rules:
         self, path: str | None = None, save_with: Callable[[Callable[[], None]], None] | None = None
     ) -> None:
         self.path = path
+        self.project = ""
         self.allowed: set[str] = set()
         self.rejected: set[str] = set()
         self._save_with = save_with
+        self._unsaved: dict[str, bool] = {}  # remembered here, not yet in the file
+        self._seen: tuple[int, int, int] | None = None  # the file as last read
         if path is not None:
-            data = _read(path)
-            self.allowed, self.rejected = set(data.allow), set(data.reject)
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Read the file again if it changed since it was read (another process, or
+        ``acp-agent permissions forget``); answers not yet written stay. Blocking: a
+        worker thread's."""
+        if self.path is None:
+            return
+        try:
+            st = os.stat(self.path)
+            seen: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            seen = None
+        if seen == self._seen and seen is not None:
+            return
+        self._seen = seen
+        data = _read(self.path)
+        self.allowed, self.rejected = set(data.allow), set(data.reject)
+        for key, allow in list(self._unsaved.items()):
+            (self.allowed if allow else self.rejected).add(key)
+            (self.rejected if allow else self.allowed).discard(key)
+
+    def forget(self, keys: list[str] | None) -> list[str]:
+        """Take back the rules ``keys`` (``None``: all) here and in the file; the keys
+        forgotten."""
+        gone = sorted(self.allowed | self.rejected) if keys is None else keys
+        for key in gone:
+            self.allowed.discard(key)
+            self.rejected.discard(key)
+            self._unsaved.pop(key, None)
+        if self.path is not None:
+            forget_rules(self.path, gone)
+        return gone
 
     @classmethod
     def for_project(
         cls, state_dir: str, cwd: str, save_with: Callable[[Callable[[], None]], None] | None = None
     ) -> Rules:
-        name = hashlib.sha256(os.path.realpath(cwd).encode()).hexdigest()[:32]
-        return cls(os.path.join(state_dir, "permissions", f"{name}.json"), save_with)
+        rules = cls(rules_path(state_dir, cwd), save_with)
+        rules.project = os.path.realpath(cwd)
+        return rules
 
     def lookup(self, scope: Scope) -> Decision | None:
         if any(scope.covers(key) for key in self.rejected):
@@ -239,10 +280,13 @@ class Rules:
             return
         if self.path is None:
             return
-        path, allow = self.path, option_id == ALLOW_ALWAYS
+        path, allow, project = self.path, option_id == ALLOW_ALWAYS, self.project
+        self._unsaved[key] = allow
 
         def save() -> None:
-            _merge(path, key, allow)
+            _merge(path, key, allow, project)
+            if self._unsaved.get(key) is allow:
+                del self._unsaved[key]
 
         if self._save_with is not None:
             self._save_with(save)
@@ -250,10 +294,98 @@ class Rules:
             save()
 
 
-class _RulesFile(msgspec.Struct):
+def rules_path(state_dir: str, cwd: str) -> str:
+    """The file of ``cwd``'s project (named by a hash of its real path)."""
+    name = hashlib.sha256(os.path.realpath(cwd).encode()).hexdigest()[:32]
+    return os.path.join(state_dir, "permissions", f"{name}.json")
+
+
+class _RulesFile(msgspec.Struct, omit_defaults=True):
     version: int = 2
     allow: list[str] = []
     reject: list[str] = []
+    project: str = ""
+    """The project's real path (files written before it was kept do not say)."""
+
+
+class ProjectRules(msgspec.Struct, frozen=True):
+    """One project's file as ``acp-agent permissions`` shows it."""
+
+    path: str
+    project: str
+    allow: list[str]
+    reject: list[str]
+
+
+def read_rules(path: str) -> ProjectRules:
+    data = _read(path)
+    return ProjectRules(path, data.project, sorted(data.allow), sorted(data.reject))
+
+
+def all_rules(state_dir: str) -> list[ProjectRules]:
+    """Every project's rules in the state directory (files without a rule left out)."""
+    directory = os.path.join(state_dir, "permissions")
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".json"))
+    except OSError:
+        return []
+    found = [read_rules(os.path.join(directory, n)) for n in names]
+    return [r for r in found if r.allow or r.reject]
+
+
+def rule_label(key: str, project: str) -> str:
+    """A rule in the words its option used: ``edits in src/``, ```npm test```, ..."""
+    kind, _, target = key.partition(":")
+    if kind == "files":
+        access, _, directory = target.partition(":")
+        verb = "edits" if access == "write" else "reads"
+        if project and directory == project:
+            return f"{verb} in the workspace"
+        if project and directory.startswith(project.rstrip(os.sep) + os.sep):
+            return f"{verb} in {os.path.relpath(directory, project)}/"
+        return f"{verb} in {directory}/"
+    if kind == "command":
+        where, _, command = target.partition("\0")
+        return f"`{command}`" + ("" if where == project else f" in {where}")
+    return f"`{target}`"
+
+
+def numbered(allow: list[str], reject: list[str]) -> list[tuple[int, str, str]]:
+    """The rules as listed (``(number, "allow" | "reject", key)``): the allowed first,
+    each kind sorted, so a number means the same rule wherever it is listed."""
+    rows = [("allow", k) for k in sorted(allow)] + [("reject", k) for k in sorted(reject)]
+    return [(n, verdict, key) for n, (verdict, key) in enumerate(rows, 1)]
+
+
+def chosen(rows: list[tuple[int, str, str]], words: list[str], project: str) -> list[str]:
+    """The keys of the rules ``words`` name: numbers, ``all``, or a rule as it is listed
+    (``edits in src/``, ```npm test```); raises ``ValueError`` saying what matched none."""
+    if [w.lower() for w in words] == ["all"]:
+        return [key for _, _, key in rows]
+    keys: list[str] = []
+    labels = {rule_label(key, project).strip("`"): key for _, _, key in rows}
+    text = " ".join(words).strip("`")
+    if text in labels:
+        return [labels[text]]
+    for word in words:
+        match = next((key for n, _, key in rows if word == str(n)), None)
+        if match is None:
+            raise ValueError(f"no rule {word!r} (the list numbers them; `all` forgets every one)")
+        keys.append(match)
+    return keys
+
+
+def listing(rows: list[tuple[int, str, str]], project: str) -> list[str]:
+    """One line a rule: ``  1  allow   edits in the workspace``."""
+    return [f"{n:>3}  {verdict:<6}  {rule_label(key, project)}" for n, verdict, key in rows]
+
+
+def forget_rules(path: str, keys: list[str]) -> None:
+    """Remove rules from a project's file, under its lock (raises ``OSError``)."""
+    with _locked(path):
+        data = _read(path)
+        allowed, rejected = set(data.allow) - set(keys), set(data.reject) - set(keys)
+        _write(path, _RulesFile(2, sorted(allowed), sorted(rejected), data.project))
 
 
 def _read(path: str) -> _RulesFile:
@@ -278,7 +410,15 @@ def _locked(path: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _merge(path: str, key: str, allow: bool) -> None:
+def _write(path: str, data: _RulesFile) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(msgspec.json.encode(data))
+    os.replace(tmp, path)
+
+
+def _merge(path: str, key: str, allow: bool, project: str = "") -> None:
     """Add one answer to the file under the project's lock (read, merge, replace)."""
     try:
         with _locked(path):
@@ -286,10 +426,6 @@ def _merge(path: str, key: str, allow: bool) -> None:
             allowed, rejected = set(data.allow), set(data.reject)
             (allowed if allow else rejected).add(key)
             (rejected if allow else allowed).discard(key)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(msgspec.json.encode(_RulesFile(2, sorted(allowed), sorted(rejected))))
-            os.replace(tmp, path)
+            _write(path, _RulesFile(2, sorted(allowed), sorted(rejected), project or data.project))
     except OSError as exc:
         log.warning("cannot save a permission answer; it holds for this process", error=str(exc))

@@ -212,6 +212,8 @@ async def _permit(
     if inside and not info.leaving:
         scope = scope_of(tool.spec.name, info, real, session.cwd, tctx.display)
     if decision == "ask" and scope is not None:
+        if ctx.rules.path is not None:  # as the file stands now (forgotten elsewhere?)
+            await asyncio.to_thread(ctx.rules.refresh)
         decision = ctx.rules.lookup(scope) or "ask"
     if decision == "deny":
         if mode == "plan" and info.leaving:
@@ -244,7 +246,7 @@ async def _permit(
         )
     except RemoteError as exc:  # an error or a malformed answer: not a yes
         log.warning("permission request failed; the call is not run", error=exc.message)
-        return f"Not run: the editor could not ask the user for permission ({exc.message})."
+        return f"Not run: permission could not be asked ({exc.message})."
     if isinstance(outcome, t.CancelledRequestPermissionOutcome):
         turn = session.current_turn()
         if turn is None:

@@ -22,10 +22,10 @@ from .permissions import Rules, offered
 
 if TYPE_CHECKING:
     from ..client import Client
-    from .sandboxing import Sandboxing
     from ..sessions.session import Session
     from ..sessions.steers import Steers
     from ..tools.base import Toolset
+    from .sandboxing import Sandboxing
 
 THINKING_LEVELS = ("off", "low", "medium", "high")
 #: The least an answer is given, however full the context (then the window decides).

@@ -90,7 +90,8 @@ def require_key(config: Config) -> None:
     needed = missing_key(config)
     if needed is not None:
         raise AuthRequired(
-            f"Authentication required: set {needed} for {config.model}",
+            f"Authentication required: set {needed} for {config.model}, or store a key with"
+            " `acp-agent login`",
             {"authMethods": [AUTH_METHOD_ID], "missing": needed},
         )
 

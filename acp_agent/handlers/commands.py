@@ -16,17 +16,20 @@ An optional front matter gives the description and an input hint::
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..engine.compaction import compact_session
+from ..engine.permissions import chosen, listing, numbered
 from ..engine.projectfiles import Refused, read_project_text
 from ..escaping import escaped
 from ..mcp import PromptError
 from ..protocol import UNSET
 from ..protocol import types as t
+from ..providers.registry import FAMILIES, missing_key, spec
 from ..sessions.session import PromptCommand, Session
 from .options import mode_ids, mode_refusal, switch_mode, switch_model
 
@@ -43,6 +46,8 @@ BUILTINS: list[tuple[str, str, str | None]] = [
     ("model", "Show or switch the model", "model id"),
     ("mode", "Show or switch the permission mode", "ask | accept-edits | auto | plan | bypass"),
     ("compact", "Summarise older history to free context", "what to keep"),
+    ("permissions", "List the remembered \"always\" answers; `forget N|all` takes them back",
+     "forget N | forget all"),
 ]
 
 
@@ -187,12 +192,18 @@ async def dispatch(
         return done
     if name == "model":
         if rest:
-            if rest not in sv.models.choices:
-                await session.say(f"Unknown model `{rest}`: one of {', '.join(sv.models.choices)}.")
+            problem = model_problem(sv, rest)
+            if problem is not None:
+                await session.say(f"{problem} The model stays **{session.model}**.")
                 return done
             await switch_model(sv, session, rest)
-        choices = ", ".join(sv.models.choices)
-        await session.say(f"Model: **{session.model}** (available: {choices}).")
+        await session.say(
+            f"Model: **{session.model}** (configured: {', '.join(sv.models.choices)}; any"
+            " `<provider>:<model>` works)."
+        )
+        return done
+    if name == "permissions":
+        await session.say(await permissions_command(sv, session, rest))
         return done
     if name == "compact":
         await compact_session(await sv.turns.context(session), rest or None, keep_tokens=0)
@@ -207,6 +218,53 @@ async def dispatch(
             await session.say(f"`/{name}` failed: {exc}")
             return done
     return blocks  # not ours: the model reads it as text
+
+
+async def permissions_command(sv: Services, session: Session, rest: str) -> str:
+    """``/permissions``: the project's remembered answers, numbered as ``acp-agent
+    permissions`` numbers them; ``/permissions forget N|all`` takes some back, here and
+    on disk."""
+    rules = await sv.turns.rules_for(session)
+    await asyncio.to_thread(rules.refresh)
+    rows = numbered(sorted(rules.allowed), sorted(rules.rejected))
+    project = rules.project or session.root.cwd
+    words = rest.split()
+    if words and words[0] == "forget":
+        try:
+            keys = chosen(rows, words[1:] or ["?"], project)
+        except ValueError as exc:
+            return f"Nothing forgotten: {exc}."
+        try:
+            await asyncio.to_thread(rules.forget, keys)
+        except OSError as exc:
+            return f"Nothing forgotten: the rules file cannot be written ({exc.strerror})."
+        return f"Forgotten ({len(keys)}): the next such call asks again."
+    if words:
+        return "Use `/permissions` to list, `/permissions forget N` or `forget all` to take back."
+    if not rows:
+        return f"No remembered answers for {project}: every call that asks, asks."
+    lines = "\n".join(f"    {line}" for line in listing(rows, project))
+    return (f"Remembered for {project}:\n\n{lines}\n\n`/permissions forget N` takes one"
+            " back; `/permissions forget all`, every one.")
+
+
+def model_problem(sv: Services, model: str) -> str | None:
+    """Why ``/model`` cannot switch to ``model`` (a spec that names no model, a provider
+    the client disabled, a key nowhere to be found), or ``None``."""
+    family, _, name = model.partition(":")
+    if family not in FAMILIES:
+        return (f"`{model}` is not a model: write `<provider>:<model>` with a provider among"
+                f" {', '.join(FAMILIES)} (e.g. `openai:gpt-4.1`).")  # fmt: skip
+    if spec(family).needs_model and not name:
+        return f"`{model}` names no model: write `{family}:<model>`."
+    if family in sv.models.disabled:
+        return f"The editor disabled the {spec(family).title} provider."
+    needed = missing_key(sv.config, model)
+    if needed is not None:
+        return (f"`{model}` needs an API key: run `acp-agent login --provider {family}` in a"
+                f" terminal (or set {needed} where the agent starts), then `/model {model}`"
+                " again.")  # fmt: skip
+    return None
 
 
 def session_commands(session: Session) -> list[t.AvailableCommand]:

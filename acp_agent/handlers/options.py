@@ -64,7 +64,7 @@ def config_options(sv: Services, session: Session) -> list[t.SessionConfigOption
     offered = mode_ids(sv)
     options: list[t.SessionConfigOption] = [
         select("mode", "Mode", session.mode, [m for m in MODES if m[0] in offered]),
-        select("model", "Model", session.model, [(m, m, None) for m in sv.models.choices]),
+        select("model", "Model", session.model, [(m, m, None) for m in _models(sv, session)]),
     ]
     if sv.models.model_info_for(session.model).supports_thinking:
         levels = [(v, v.capitalize(), None) for v in THINKING]
@@ -74,8 +74,15 @@ def config_options(sv: Services, session: Session) -> list[t.SessionConfigOption
     return options
 
 
+def _models(sv: Services, session: Session) -> list[str]:
+    """The models offered: the configured ones, and the session's own (``/model`` may
+    have chosen another)."""
+    models = sv.models.choices
+    return models if session.model in models else [*models, session.model]
+
+
 def _allowed(sv: Services, session: Session) -> Mapping[str, list[str]]:
-    allowed: dict[str, list[str]] = {"mode": mode_ids(sv), "model": sv.models.choices}
+    allowed: dict[str, list[str]] = {"mode": mode_ids(sv), "model": _models(sv, session)}
     if sv.models.model_info_for(session.model).supports_thinking:
         allowed["thought_level"] = list(THINKING)
     if sv.sandboxing.available:

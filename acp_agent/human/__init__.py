@@ -7,9 +7,20 @@ owns the terminal, so it prints; the agent itself never does.
 
 Signals: the agent runs in a session of its own, so Ctrl-C reaches only this process.
 During a turn it becomes ``session/cancel`` (the turn ends ``cancelled`` and the chat goes
-on); at a permission question it rejects and cancels; at the prompt, or a second time
-during a turn, it quits. Ctrl-D at the prompt quits. Mistakes and signals end in one line
-and a non-zero status, never a traceback (``--debug`` shows them).
+on); at a permission question it rejects and cancels; a second time during a turn, it
+quits. At the chat's prompt the line editor (:mod:`.lineeditor`) has the keys: Ctrl-C
+clears the line, and quits when pressed twice on an empty one; Ctrl-D on an empty line,
+``exit`` or ``quit`` quit. Mistakes and signals end in one line and a non-zero status,
+never a traceback (``--debug`` shows them).
+
+Exit status (:data:`STOP_STATUS`): 0 when the turn ended ``end_turn``, 3 ``max_tokens``,
+4 ``max_turn_requests``, 5 ``refusal``, 130 when Ctrl-C cancelled it, 1 for an error or
+a turn the agent cancelled, 2 for a mistake found before the turn (a server that is not
+there included), 128 + N when ended by signal N.
+
+A remote model's server is probed (a TCP connection, :mod:`..commandline.reach`) while
+the agent starts: a refused connection or an unknown host is said at once, before any
+prompt, with the likely fix, and the status is 2.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import RemoteError
 from ..rpc.connection import ConnectionClosed
+from . import resume
 from ._render import JsonLines, Renderer, Style, View, block_text
 from .checks import Options, UserError, check
 from .client import HumanClient
@@ -30,12 +42,17 @@ from .keyboard import Interrupted, Keyboard
 if TYPE_CHECKING:
     from ..config import Config
     from ..protocol import types as t
+    from .lineeditor import LineEditor
 
 __all__ = [
     "HumanClient", "Keyboard", "Renderer", "Session", "Style", "View", "block_text", "main",
 ]
 
 INTERRUPTED = 130
+ERROR = 1
+MISTAKE = 2
+STOP_STATUS = {"end_turn": 0, "max_tokens": 3, "max_turn_requests": 4, "refusal": 5}
+QUIT_WORDS = ("exit", "quit", "/exit", "/quit")
 
 
 def main(command: str, args: Any, config: Config, agent_args: list[str]) -> int:
@@ -70,17 +87,26 @@ def make_view(options: Options) -> View:
         from ._rich import RichView
 
         return RichView()
-    return Renderer(sys.stdout)
+    return Renderer(sys.stdout, answer_only=not sys.stdout.isatty())
 
 
-def error_line(exc: RemoteError) -> str:
+def error_line(exc: RemoteError, command: str = "chat") -> str:
     """A failed prompt in one line, with the likely fix when there is one."""
     message = exc.message
     if "Cannot connect to" in message:
         message += "; is the server running, and is --base-url right?"
     elif exc.code == -32000 and "Authentication" in message:
-        message += " (set it in the environment and start again)"
+        if "acp-agent login" not in message:
+            message += "; `acp-agent login` stores a key"
+        if command == "chat":
+            message += "; the conversation is kept (`/model` switches to another model)"
     return message
+
+
+def make_view_for(options: Options) -> View:
+    view = make_view(options)
+    view.cwd = options.cwd
+    return view
 
 
 class Session:
@@ -89,7 +115,7 @@ class Session:
     def __init__(self, options: Options, agent_args: list[str]) -> None:
         self.options = options
         self.agent_args = agent_args
-        self.view = make_view(options)
+        self.view = make_view_for(options)
         self.keyboard = Keyboard()
         self.client: HumanClient | None = None
         self.sid: str | None = None
@@ -97,7 +123,11 @@ class Session:
         self.cancelling = False
         self.quit_status: int | None = None  # set when a signal ends it all
         self.closing = False
+        self.prompted = False  # a prompt was sent (a chat worth resuming)
+        self.resumed = False
+        self.editor: LineEditor | None = None
         self._main: asyncio.Task[int] | None = None
+        self._reach: asyncio.Task[str | None] | None = None
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -105,6 +135,14 @@ class Session:
         loop.add_signal_handler(signal.SIGINT, self.on_interrupt)
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, self.quit, 128 + sig)
+        if self.options.command == "chat" and self.keyboard.isatty():
+            from .lineeditor import preload
+
+            preload()  # prompt_toolkit's import overlaps the agent's start
+        if self.options.url is not None:
+            from .reach import probe
+
+            self._reach = asyncio.create_task(probe(self.options.url))
         try:
             self.client = await HumanClient.spawn(
                 self.agent_args, self.view, policy=self.options.policy,
@@ -169,54 +207,122 @@ class Session:
     # ------------------------------------------------------------------ the conversation
 
     async def converse(self, client: HumanClient) -> int:
+        options = self.options
         await client.initialize()
-        self.sid = sid = await client.new_session(self.options.cwd)
         try:
-            if self.options.prompt is not None:
-                result = await self.turn(self.options.prompt)
+            if options.resume is not None:
+                info = await resume.find(client, options.resume, options.cwd, self.keyboard,
+                                         self.view)  # fmt: skip
+                self.view.cwd = info.cwd
+                replayed = await client.load_session(info.session_id, info.cwd)
+                self.sid, self.resumed = info.session_id, True
+                self.view.note(f"resumed: {resume.title_of(info)} ({info.session_id})")
+                resume.show_end(self.view, replayed)
+            else:
+                self.sid = await client.new_session(options.cwd)
+        except UserError as exc:
+            return self.mistake(str(exc))
+        problem = await self.reachable()
+        try:
+            if problem is not None:
+                return self.mistake(problem)
+            if options.prompt is not None:
+                self.prompted = True
+                result = await self.turn(options.prompt)
                 if result is None:
-                    return 1
+                    return ERROR
                 if result.stop_reason == "cancelled":
-                    return INTERRUPTED if self.cancelling else 1
-                return 0 if result.stop_reason == "end_turn" else 1
+                    return INTERRUPTED if self.cancelling else ERROR
+                return STOP_STATUS.get(result.stop_reason, ERROR)
             return await self.chat()
         finally:
-            if not self.options.save:  # even after a quit: `run` leaves nothing behind
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(client.delete(sid), 3)
+            await self.leave(client)
+
+    def mistake(self, text: str) -> int:
+        """A mistake found before the first prompt: one line, as before the agent starts."""
+        self.view.close()
+        sys.stderr.write(f"acp-agent: {text}\n")
+        return MISTAKE
+
+    async def reachable(self) -> str | None:
+        """Nothing there at the model's base URL: the line that says so (else ``None``)."""
+        if self._reach is None:
+            return None
+        from .reach import fatal, unreachable
+
+        why = await self._reach
+        if not fatal(why) or self.options.url is None:
+            return None
+        assert why is not None
+        return unreachable(self.options.family, self.options.url, why, self.options.url_source)
+
+    async def leave(self, client: HumanClient) -> None:
+        """The session stays (said with the command that resumes it) or goes: ``run``
+        without --save, and a chat in which nothing was said, leave nothing behind."""
+        sid = self.sid
+        if sid is None:
+            return
+        said = self.prompted or self.resumed or self.options.command == "run"
+        if self.options.save and said:
+            if self.options.command == "chat":
+                flag = f" --state-dir {self.options.state_flag}" if self.options.state_flag else ""
+                self.view.note(f"saved as {sid} (resume: acp-agent chat --resume {sid}{flag})")
+            return
+        with contextlib.suppress(TimeoutError):  # even after a quit
+            await asyncio.wait_for(client.delete(sid), 3)
 
     async def chat(self) -> int:
         sandbox = self.client.sandbox if self.client is not None else None
         self.view.note(
             f"acp-agent chat · {self.options.model} · "
             + (f"sandbox {sandbox} · " if sandbox else "")
-            + "/help lists the commands · Ctrl-C cancels a turn · Ctrl-D quits",
+            + "/help lists the commands · Ctrl-C cancels a turn · Ctrl-D or `exit` quits",
         )
         while True:
-            self.keyboard.listen()
-            if self.keyboard.isatty():
-                self.view.prompt()
             try:
-                line = await self.keyboard.readline()
+                line = await self.read_prompt()
             except Interrupted:
                 self.view.line_break()
                 return INTERRUPTED
             if line is None:
-                if self.keyboard.isatty():
-                    self.view.line_break()
                 return 0
             text = line.strip()
             if not text:
                 continue
-            if text in ("/quit", "/exit"):
+            if text in QUIT_WORDS:
                 return 0
             if text == "/mode":
                 self.show_modes()
                 continue
+            self.prompted = True
             await self.turn(text)
             assert self.client is not None
             if self.client.eof:
                 return 0
+
+    async def read_prompt(self) -> str | None:
+        """The next prompt: from the line editor on a terminal, else the next line;
+        ``None`` at the end (Ctrl-D)."""
+        if not self.keyboard.isatty():
+            self.keyboard.listen()
+            return await self.keyboard.readline()
+        from .lineeditor import Cleared, Quit, open_editor
+
+        if self.editor is None:
+            self.editor = open_editor(self.options.state_dir)
+        self.keyboard.suspend()
+        try:
+            while True:
+                try:
+                    return await self.editor.read()
+                except Cleared:
+                    from .lineeditor import QUIT_HINT
+
+                    self.view.note(QUIT_HINT)
+                except Quit:
+                    raise Interrupted from None
+        finally:
+            self.keyboard.resume()
 
     async def turn(self, text: str) -> t.PromptResponse | None:
         assert self.client is not None and self.sid is not None
@@ -224,7 +330,7 @@ class Session:
         try:
             return await self.client.prompt(self.sid, text)
         except RemoteError as exc:
-            self.view.note(error_line(exc), "error")
+            self.view.note(error_line(exc, self.options.command), "error")
             return None
         finally:
             self.in_turn = False

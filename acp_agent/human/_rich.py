@@ -14,13 +14,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import (
+    Console,
+    ConsoleOptions,
+    Group,
+    JustifyMethod,
+    RenderableType,
+    RenderResult,
+)
 from rich.live import Live
-from rich.markdown import CodeBlock, Markdown, MarkdownElement
+from rich.markdown import CodeBlock, Heading, Markdown, MarkdownElement
 from rich.padding import Padding
+from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.syntax import Syntax
 from rich.text import Text
@@ -46,10 +54,27 @@ class _Code(CodeBlock):
                      padding=(0, 0, 0, 2), background_color="default")  # fmt: skip
 
 
+class _Heading(Heading):
+    """Every heading at the left margin, as the text around it (rich centres a title)."""
+
+    LEVEL_ALIGN: ClassVar[dict[str, JustifyMethod]] = dict.fromkeys(Heading.LEVEL_ALIGN, "left")
+
+
 class _Markdown(Markdown):
+    """Markdown a block at a time: the blank line between blocks is the view's, so none
+    comes before the block (rich starts a list with one)."""
+
     elements: ClassVar[dict[str, type[MarkdownElement]]] = {
-        **Markdown.elements, "fence": _Code, "code_block": _Code,
+        **Markdown.elements, "fence": _Code, "code_block": _Code, "heading_open": _Heading,
     }  # fmt: skip
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        started = False
+        for segment in super().__rich_console__(console, options):
+            if not started and isinstance(segment, Segment) and segment.text == "\n":
+                continue
+            started = True
+            yield segment
 
 
 def complete_blocks(text: str) -> int:
@@ -199,8 +224,6 @@ class RichView(View):
                 line = Text("! " + escaped(title), style="yellow")
                 said = f": {escaped(description)}" if description else ""
                 self._print(line.append(said))
-            case t.CurrentModeUpdate(current_mode_id=mode):
-                self.note(f"mode: {mode}")
             case _:
                 self._refresh()
 
@@ -229,7 +252,7 @@ class RichView(View):
     def _content(self, item: t.ToolCallContent) -> RenderableType | None:
         match item:
             case t.Diff():
-                lines = diff_lines(item)
+                lines = diff_lines(item, self.relative)
                 more = len(lines) - MAX_DIFF_LINES
                 body = "\n".join(lines[:MAX_DIFF_LINES]) + (f"\n… {more} more lines" * (more > 0))
                 return Syntax(body, "diff", theme=CODE_THEME, background_color="default")
@@ -256,8 +279,10 @@ class RichView(View):
         self.in_turn = False
         if self.plan:
             self._print(self._plan(self.plan))
-        style = "dim" if result.stop_reason in ("end_turn", "cancelled") else "yellow"
-        self._print(Text("— " + " · ".join(self.footer(result)), style=style))
+        footer = self.footer(result)
+        if footer:
+            style = "dim" if result.stop_reason in ("end_turn", "cancelled") else "yellow"
+            self._print(Text("— " + " · ".join(footer), style=style))
 
     # ------------------------------------------------------------------ the front end's
 
@@ -270,15 +295,27 @@ class RichView(View):
         self.cancelling = True
         self._refresh()
 
-    def question(self, req: t.RequestPermissionRequest, choices: str) -> None:
+    def question(self, req: t.RequestPermissionRequest, choices: list[tuple[str, str]]) -> None:
         call = self.calls.get(req.tool_call.tool_call_id)
         title = escaped(req.tool_call.title or (call.label if call else "a tool call"))
         self._print(Text.assemble(("? ", "bold yellow"), ("Allow ", "bold"), (title, "bold"),
                                   ("?", "bold")))  # fmt: skip
-        preview = _preview(req.tool_call.raw_input, title)
+        preview = _preview(req.tool_call.raw_input, title, self.relative)
         if preview is not None:
             self._print(Padding(preview, (0, 0, 0, 2)))
-        self._print(Text("  " + choices + ": ", style="cyan"), end="")
+        for key, name in choices:
+            self._print(Text.assemble("  ", (f"[{key}]", "bold cyan"), f" {name}"))
+        self._print(Text("  Press a key (Ctrl-C: reject and cancel): ", style="cyan"), end="")
+
+    def answered(self, name: str) -> None:
+        self._print(Text(name, style="bold"))
+
+    def user(self, text: str) -> None:
+        self._flush(final=True)
+        self._print(Text.assemble(("> ", "bold cyan"), (text.replace("\n", "\n  "), "bold")))
+
+    def end_replay(self) -> None:
+        self._flush(final=True)
 
     def prompt(self) -> None:
         self._print(Text("> ", style="bold cyan"), end="")
@@ -308,7 +345,7 @@ def _output(text: str) -> Text:
     return Text(_clip(text), style="dim")
 
 
-def _preview(raw: Any, title: str) -> RenderableType | None:
+def _preview(raw: Any, title: str, show: Callable[[str], str]) -> RenderableType | None:
     """What a question is about, beyond its title: the command, the edit as a diff, the
     content to be written."""
     if not isinstance(raw, dict):
@@ -319,7 +356,7 @@ def _preview(raw: Any, title: str) -> RenderableType | None:
         return None if command in title else Text("$ " + command, style="dim")
     old, new = raw.get("old_string"), raw.get("new_string")
     if isinstance(path, str) and isinstance(old, str) and isinstance(new, str):
-        lines = diff_lines(t.Diff(path=path, old_text=old, new_text=new))[2:]  # no file names
+        lines = diff_lines(t.Diff(path=path, old_text=old, new_text=new), show)[2:]  # no names
         return Syntax(_clip("\n".join(lines)), "diff", theme=CODE_THEME,
                       background_color="default")  # fmt: skip
     content = raw.get("content")

@@ -30,6 +30,17 @@ class Options:
     json: bool
     debug: bool
     model: str
+    resume: str | None = None
+    """``chat --continue`` / ``--resume [ID]`` (see ``resume``)."""
+    state_dir: str = ""
+    """Where the chat's history is kept (the agent's state directory)."""
+    state_flag: str | None = None
+    """``--state-dir`` as given: the resume command said at the end repeats it."""
+    url: str | None = None
+    """Where the model's requests go (``None``: not over the network)."""
+    url_source: str = ""
+    """Where the model's base URL comes from, for the message when nothing is there."""
+    family: str = "offline"
 
 
 def check(command: str, args: Any, config: Config) -> Options:
@@ -49,6 +60,9 @@ def check(command: str, args: Any, config: Config) -> Options:
         except OSError as exc:
             raise UserError(f"log file {config.log_file}: {exc.strerror}") from None
     policy: Policy = args.policy or ("ask" if can_ask() else "cannot_ask")
+    from ..config import default_state_dir
+    from .reach import model_url
+
     return Options(
         command=command,
         prompt=prompt,
@@ -58,6 +72,12 @@ def check(command: str, args: Any, config: Config) -> Options:
         json=bool(getattr(args, "json", False)),
         debug=args.debug,
         model=config.model,
+        resume=getattr(args, "resume", None),
+        state_dir=config.state_dir or default_state_dir(),
+        state_flag=args.state_dir,
+        url=model_url(config),
+        url_source=url_source(config, args.base_url),
+        family=config.provider,
     )
 
 
@@ -77,13 +97,14 @@ def check_model(config: Config, base_url_flag: str | None) -> None:
             else ""
         )
         raise UserError(
-            f"{config.model} needs an API key: set {key} in the environment{local} "
-            "(the default model, offline, needs none)"
+            f"{config.model} needs an API key: run `acp-agent login --provider {family.name}`"
+            f" to store one, or set {key} in the environment{local}"
+            " (the default model, offline, needs none)"
         )
     if family.remote:
         url = endpoint(config, family.name).base_url
         if url is not None and not _is_url(url):
-            source = _url_source(config, family.name, family.base_url_env, base_url_flag)
+            source = url_source(config, base_url_flag)
             fix = (
                 f"write it with its scheme, e.g. 'http://{url}'"
                 if "://" not in url
@@ -113,9 +134,16 @@ def _is_url(url: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
-def _url_source(config: Config, family: str, env_name: str | None, flag: str | None) -> str:
+def url_source(config: Config, flag: str | None) -> str:
+    """Where the model's base URL comes from: the flag, the file, the variable, or the
+    family's default."""
+    from ..providers.registry import spec
+
+    family = spec(config.provider)
     if flag:
         return "--base-url"
-    if config.provider_settings(family).base_url:
-        return f"[{family}] base-url"
-    return env_name or "the base URL"
+    if config.provider_settings(family.name).base_url:
+        return f"[{family.name}] base-url"
+    if family.base_url_env and os.environ.get(family.base_url_env):
+        return family.base_url_env
+    return "the default; --base-url sets another"

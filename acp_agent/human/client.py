@@ -36,7 +36,7 @@ PERMISSION_KEYS: dict[str, t.PermissionOptionKind] = {
     "r": "reject_once",
     "R": "reject_always",
 }
-KEY_WORDS = {"a": "[a]llow once", "A": "[A]lways", "r": "[r]eject", "R": "[R]eject always"}
+_YES_NO: dict[str, t.PermissionOptionKind] = {"y": "allow_once", "n": "reject_once"}
 CLIENT_INFO = t.Implementation(name="acp-agent-human", version="1")
 
 CANNOT_ASK = (
@@ -87,7 +87,7 @@ class HumanClient:
         """The level ``auto`` mode runs commands at (``None``: the agent has no sandbox)."""
         self.on_ask_cancel: Callable[[], None] = lambda: None
         self.eof = False  # Ctrl-D at a question: the chat ends after the turn
-        self._told_cannot_ask = False
+        self.replayed: list[t.SessionUpdate] | None = None  # a load's updates, kept
         self._writer = writer
         self._asking = asyncio.Lock()  # one question at a time
         self._tasks: set[asyncio.Task[None]] = set()
@@ -154,7 +154,10 @@ class HumanClient:
             self.modes.current_mode_id = update.current_mode_id
         if isinstance(update, t.ConfigOptionUpdate):
             self._options(update.config_options)
-        self.view.update(update)
+        if self.replayed is not None:
+            self.replayed.append(update)
+        else:
+            self.view.update(update)
 
     def _options(self, options: Any) -> None:
         """What the session's config options say of the sandbox (``auto``'s level)."""
@@ -167,10 +170,7 @@ class HumanClient:
         if not options:
             raise InvalidParams("Invalid params: no permission options")
         kind: t.PermissionOptionKind | None
-        if self.policy == "cannot_ask":
-            if not self._told_cannot_ask:
-                self._told_cannot_ask = True
-                self.view.note(CANNOT_ASK.format(command=self.command), "warn")
+        if self.policy == "cannot_ask":  # the call shows why it did not run: said once
             raise CannotAsk(CANNOT_ASK.format(command=self.command))
         if self.policy == "deny":
             kind = "reject_once"
@@ -187,15 +187,17 @@ class HumanClient:
     async def _ask(
         self, req: t.RequestPermissionRequest, options: dict[t.PermissionOptionKind, str]
     ) -> t.PermissionOptionKind | None:
-        keys = [k for k, kind in PERMISSION_KEYS.items() if kind in options]
-        choices = ", ".join(KEY_WORDS[k] for k in keys) + " (Ctrl-C: reject and cancel)"
+        """One key answers: each option is shown with its own name and its key."""
+        names = {o.kind: o.name for o in req.options}
+        choices = [(k, names[kind]) for k, kind in PERMISSION_KEYS.items() if kind in options]
+        keys = {k for k, _ in choices}
         async with self._asking:
             with self.view.pause():
+                self.keyboard.listen()  # before the question shows: no key is lost
+                self.view.question(req, choices)
                 while True:
-                    self.keyboard.listen()  # before the question shows: no key is lost
-                    self.view.question(req, choices)
                     try:
-                        line = await self.keyboard.readline()
+                        key = await self.keyboard.readkey()
                     except Interrupted:
                         self.view.line_break()
                         self.view.note("rejected; cancelling the turn", "warn")
@@ -204,18 +206,15 @@ class HumanClient:
                         self.view.line_break()
                         self.view.note("(the question was withdrawn)")
                         raise
-                    if line is None:
+                    if key is None:
                         self.eof = True
                         self.view.line_break()
                         self.view.note("rejected; cancelling the turn", "warn")
                         return None
-                    answer = line.strip()
-                    if answer in keys:
-                        return PERMISSION_KEYS[answer]
-                    if answer.lower() in ("y", "yes"):
-                        return "allow_once"
-                    if answer.lower() in ("n", "no"):
-                        return "reject_once"
+                    kind = PERMISSION_KEYS.get(key) if key in keys else _YES_NO.get(key.lower())
+                    if kind is not None:
+                        self.view.answered(names.get(kind) or kind)
+                        return kind
 
     # ------------------------------------------------------------------ we ask
 
@@ -242,6 +241,40 @@ class HumanClient:
             self.modes = session.modes
         self._options(session.config_options)
         return session.session_id
+
+    async def list_sessions(self, cwd: str | None) -> list[t.SessionInfo]:
+        """The agent's stored sessions (of ``cwd``, or all), newest first, every page."""
+        found: list[t.SessionInfo] = []
+        cursor: str | None = None
+        while True:
+            page = await self.conn.request(
+                "session/list",
+                t.ListSessionsRequest(cwd=cwd if cwd is not None else UNSET,
+                                      cursor=cursor if cursor is not None else UNSET),
+                t.ListSessionsResponse,
+            )  # fmt: skip
+            found += page.sessions
+            if not isinstance(page.next_cursor, str):
+                return found
+            cursor = page.next_cursor
+
+    async def load_session(self, session_id: str, cwd: str) -> list[t.SessionUpdate]:
+        """Open a stored session; what its replay showed, in order (not drawn)."""
+        self.replayed = []
+        try:
+            loaded = await self.conn.request(
+                "session/load",
+                t.LoadSessionRequest(session_id=session_id, cwd=cwd, mcp_servers=[]),
+                t.LoadSessionResponse,
+            )
+            await asyncio.sleep(0)  # the replay's last updates, read before the response
+            replayed = self.replayed
+        finally:
+            self.replayed = None
+        self.session_id = session_id
+        if isinstance(loaded.modes, t.SessionModeState):
+            self.modes = loaded.modes
+        return replayed
 
     async def prompt(self, session_id: str, text: str) -> t.PromptResponse:
         self.view.begin_turn()

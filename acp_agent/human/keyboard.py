@@ -8,7 +8,14 @@ for, the terminal does not echo (typing during a turn would draw over its output
 read starts by discarding what was typed meanwhile, so a stray Enter never answers a
 question it was not typed for. The terminal's modes are restored on :meth:`close`.
 
-Other input (a pipe, a file) is read by a daemon thread, line by line, all of it kept.
+A question is answered with one key (:meth:`Keyboard.readkey`): the terminal is put in
+cbreak mode (no line editing, no echo, Ctrl-C still a signal) for as long as it waits,
+and a read that starts with an escape (an arrow, a function key) is no answer.
+The chat's prompt is the line editor's (``lineeditor``): the keyboard steps aside while
+it reads (:meth:`Keyboard.suspend`) and takes the terminal back after.
+
+Other input (a pipe, a file) is read by a daemon thread, line by line, all of it kept; a
+key asked of it is the next line's text.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ class Keyboard:
         self._started = False
         self._saved: list[Any] | None = None
         self._listening = False
+        self._keys = False  # reading one key (cbreak), not a line
+        self._suspended = False
         self.at_eof = False
 
     def isatty(self) -> bool:
@@ -73,7 +82,8 @@ class Keyboard:
             _termios_set(self.stream.fileno(), self._saved)
             self._saved = None
 
-    def _echo(self, on: bool) -> None:
+    def _echo(self, on: bool, *, canonical: bool = True) -> None:
+        """Echo on or off; ``canonical=False``: cbreak (keys arrive one by one, unechoed)."""
         if self._saved is None:
             return
         import termios
@@ -84,7 +94,28 @@ class Keyboard:
             return
         lflag = attrs[3]
         attrs[3] = lflag | termios.ECHO if on else lflag & ~termios.ECHO
+        if canonical:
+            attrs[3] |= termios.ICANON
+        else:
+            attrs[3] &= ~(termios.ICANON | termios.ECHO)
+            attrs[6][termios.VMIN], attrs[6][termios.VTIME] = 1, 0
         _termios_set(fd, attrs)
+
+    def suspend(self) -> None:
+        """Leave the terminal to another reader (the line editor) until :meth:`resume`;
+        what was typed before is dropped."""
+        self._start()
+        if self._tty and not self._suspended and self._loop is not None:
+            self._discard_typeahead()
+            with contextlib.suppress(Exception):
+                self._loop.remove_reader(self.stream.fileno())
+            self._suspended = True
+
+    def resume(self) -> None:
+        """Read the terminal again (typing is not echoed until the next read)."""
+        if self._suspended and self._loop is not None and not self.at_eof:
+            self._loop.add_reader(self.stream.fileno(), self._readable, self.stream.fileno())
+        self._suspended = False
 
     # ------------------------------------------------------------------ input
 
@@ -121,6 +152,10 @@ class Keyboard:
             self._lines.append(None)
             if self._tty and self._loop is not None:  # a terminal's EOF is not sticky
                 self._loop.remove_reader(self.stream.fileno())
+        elif self._keys and self._tty:  # one key: the first of this read, if a key
+            text = self._decoder.decode(data)
+            if text and not text.startswith("\x1b"):
+                self._lines.append(None if text[0] == "\x04" else text[0])
         else:
             text = self._partial + self._decoder.decode(data)
             *lines, self._partial = text.split("\n")
@@ -160,6 +195,25 @@ class Keyboard:
         if line is None:
             self.at_eof = True
         return line
+
+    async def readkey(self) -> str | None:
+        """One key pressed (a question's answer), ``None`` for Ctrl-D; on input that is
+        not a terminal, the next line's text. Raises :class:`Interrupted` like
+        :meth:`readline`."""
+        if not self._tty:
+            line = await self.readline()
+            return None if line is None else line.strip()
+        self.listen()
+        self._keys = True
+        self._echo(False, canonical=False)
+        try:
+            key = await self.readline()
+        finally:
+            self._keys = False
+            self._echo(False)
+        if key is None:
+            self.at_eof = False  # Ctrl-D at a question: no more than a "no"
+        return key
 
     def _discard_typeahead(self) -> None:
         import termios

@@ -119,7 +119,9 @@ class AnthropicProvider:
     def _ensure_client(self) -> AsyncAnthropic:
         if self._client is None:
             if not (self._api_key or self._auth_token or has_auth_header(self._headers)):
-                raise ProviderAuthError(f"No Anthropic API key: set {self._key_env}")
+                raise ProviderAuthError(
+                    f"No Anthropic API key: set {self._key_env} or run `acp-agent login`"
+                )
             self._client = self._new_client()
         return self._client
 

@@ -21,6 +21,12 @@ load balancers default to 60 s, NATs to 4-5 min). A connection the server closed
 meanwhile is never reused: httpcore sees it readable (closed) and drops it, and a request
 that races a closing server fails before anything streamed, which the resilient wrapper
 retries.
+
+**Requests in the log.** At the ``debug`` level (``--debug``, ``--log-level debug``) every
+HTTP request the SDKs make is logged when its answer's headers arrive: method, URL (no
+user or password, no secret query parameter), status, and the milliseconds from sending
+to the headers (:func:`log_hooks`); a request that gets no answer is logged by the
+provider's error.
 """
 
 from __future__ import annotations
@@ -81,9 +87,44 @@ def http_client(sdk: Any) -> Any:
         keepalive_expiry=KEEP_IDLE,
     )
     shared = context()
+    hooks = log_hooks() if log.enabled("debug") else {}
     if shared is None:
-        return sdk.DefaultAsyncHttpxClient(limits=limits)
-    return sdk.DefaultAsyncHttpxClient(verify=shared, limits=limits)
+        return sdk.DefaultAsyncHttpxClient(limits=limits, event_hooks=hooks)
+    return sdk.DefaultAsyncHttpxClient(verify=shared, limits=limits, event_hooks=hooks)
+
+
+_SECRET = ("key", "token", "secret", "signature", "password", "auth", "sig")
+
+
+def shown_url(url: str) -> str:
+    """``url`` fit for a log: without user and password, secret parameters masked."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    query = [(k, "***" if any(s in k.lower() for s in _SECRET) else v)
+             for k, v in parse_qsl(parts.query, keep_blank_values=True)]  # fmt: skip
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="*"), ""))
+
+
+def log_hooks() -> dict[str, list[Any]]:
+    """httpx event hooks that log each request with its status and time."""
+    import time
+
+    async def sent(request: Any) -> None:
+        request.extensions["acp_agent_sent"] = time.monotonic()
+
+    async def answered(response: Any) -> None:
+        request = response.request
+        began = request.extensions.get("acp_agent_sent")
+        ms = round((time.monotonic() - began) * 1000, 1) if began is not None else None
+        log.debug("model request", method=request.method, url=shown_url(str(request.url)),
+                  status=response.status_code, ms=ms)  # fmt: skip
+
+    return {"request": [sent], "response": [answered]}
 
 
 def _build(future: Future[ssl.SSLContext]) -> None:

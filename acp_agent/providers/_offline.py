@@ -85,9 +85,10 @@ def load_script(path: str) -> list[list[dict[str, Any]]]:
     try:
         script = msgspec.json.decode(data, type=list[list[dict[str, Any]]])
     except msgspec.ValidationError as exc:
-        where = str(exc).replace("`$", "`script")
+        where = _where(str(exc))
         raise ScriptError(
-            f"{path}: a list of responses (lists of steps) is expected: {where}"
+            f"{path}: {where}: a script is a list of responses, each a list of steps, e.g."
+            ' [[{"text": "Hello"}], [{"tool_call": {"name": "read_file", "arguments": {...}}}]]'
         ) from None
     except msgspec.DecodeError as exc:
         raise ScriptError(f"{path}: not valid JSON: {exc}") from None
@@ -105,6 +106,21 @@ def load_script(path: str) -> list[list[dict[str, Any]]]:
                     f"{path}: response {i + 1}, step {j + 1}: `tool_call` needs a `name`"
                 )
     return script
+
+
+def _where(message: str) -> str:
+    """msgspec's "Expected `array`, got `object` - at `$[0]`" in the script's terms."""
+    what, _, at = message.partition(" - at ")
+    kinds = {"array": "a list", "object": "an object ({...})", "str": "a string",
+             "int": "a number", "null": "null", "bool": "true or false", "float": "a number"}
+    found = re.match(r"Expected `(\w+)`, got `(\w+)`", what)
+    if found:
+        want, got = (kinds.get(k, k) for k in found.groups())
+        what = f"{got} where {want} belongs"
+    indexes = [int(i) + 1 for i in re.findall(r"\[(\d+)\]", at)]
+    names = ("response", "step")
+    place = ", ".join(f"{name} {i}" for name, i in zip(names, indexes, strict=False))
+    return f"{place}: {what}" if place else f"the whole script is {what.split(' where ')[0]}"
 
 
 def chunk_words(text: str, per_chunk: int = 2) -> Iterator[str]:
@@ -320,13 +336,13 @@ def demo_steps(request: ModelRequest) -> list[dict[str, Any]]:
 
 
 def _report(result: ToolResultMessage) -> str:
+    """What the demo says of its tool call: not the output again (the call shows it)."""
     body = _result_text(result)
     if result.is_error:
-        reason = (body or "no details").rstrip(".")
-        return f"`{result.name}` did not run: {reason}. I'll leave it there."
+        return f"`{result.name}` did not run (the call above says why), so I'll leave it there."
     if not body:
         return f"`{result.name}` finished with no output."
-    return f"`{result.name}` returned:\n\n```\n{body}\n```"
+    return f"`{result.name}` worked; its output is shown above."
 
 
 GREETING = (

@@ -133,7 +133,7 @@ class OpenAIProvider:
             ):
                 raise ProviderAuthError(
                     f"No {self.origin.vendor} API key: set {self._key_env or 'OPENAI_API_KEY'}"
-                    " (or a base URL for a local server)"
+                    " or run `acp-agent login` (or give a base URL for a local server)"
                 )
             self._client = self._new_client()
         return self._client

@@ -330,7 +330,9 @@ def map_sdk_error(exc: Exception, origin: Origin, *, started: bool) -> ProviderE
         if started:  # a stall or a cut after output: the answer is broken, not retryable as is
             return ProviderStreamError(f"The stream from {origin.where} broke off: {reason}")
         if names & {"ConnectError", "ConnectTimeout"}:
-            return ProviderConnectionError(f"Cannot connect to {origin.endpoint}: {reason}")
+            error = ProviderConnectionError(f"Cannot connect to {origin.endpoint}: {reason}")
+            error.unreachable = reason == "connection refused" or reason.startswith("host not")
+            return error
         return ProviderConnectionError(f"The request to {origin.where} failed: {reason}")
     return ProviderStreamError(f"{origin.where}: the stream failed: {type(exc).__name__}: {exc}")
 
@@ -347,9 +349,10 @@ def _status_error(exc: Exception, status: int, response: Any, origin: Origin) ->
         if status == 403:
             what = f"{key} is not allowed to do this"
         elif origin.has_key:
-            what = f"{key} was rejected"
+            what = f"{key} was rejected (`acp-agent login` stores another)"
         else:
-            what = f"an API key is required (set {origin.key_env or 'one'})"
+            env = origin.key_env or "one"
+            what = f"an API key is required (set {env} or run `acp-agent login`)"
         return ProviderAuthError(f"{origin.where}: {what}{tail}", status)
     if status == 404:
         what = f"model `{origin.model}` not found, or the base URL is wrong"

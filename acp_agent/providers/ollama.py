@@ -19,4 +19,5 @@ SPEC = ProviderSpec(
     default_base_url="http://127.0.0.1:11434/v1",
     apis=OPENAI.apis,
     warm=OPENAI.warm,
+    unreachable_hint="is Ollama running? Start it with `ollama serve`",
 )

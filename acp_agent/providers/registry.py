@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ..config import Config, ConfigError
+from ..config import SETTINGS, Config, ConfigError
+from ..config.hints import did_you_mean
 from . import credentials
 
 if TYPE_CHECKING:
@@ -94,6 +95,8 @@ class ProviderSpec(msgspec.Struct, frozen=True, kw_only=True):
     """The wire protocol it speaks, as ACP names it (``providers/list``: ``LlmProtocol``)."""
     sdk_base_url: str | None = None
     """Where the SDK goes when no base URL is set (shown by ``providers/list``)."""
+    unreachable_hint: str | None = None
+    """The likely fix when nothing answers at the base URL (a local server not started)."""
 
 
 def spec(family: str) -> ProviderSpec:
@@ -196,29 +199,33 @@ def missing_key(
 def check(config: Config, source: str = "config") -> None:
     """What the configuration says of model families, checked against them: every model
     names a known family (and a model where the family needs one), every provider section
-    is a family's, every ``api`` one the family speaks (``config.Check``)."""
-    for model in (config.model, *config.models):
+    is a family's, every ``api`` one the family speaks (``config.Check``). Each error
+    carries the key's path, so that a file's error gives the line."""
+    for where, model in [(("model",), config.model), *((("models",), m) for m in config.models)]:
         family, _, name = model.partition(":")
         if family not in FAMILIES:
             raise ConfigError(
-                f"{source}: `model` must be <family>:<model> with a family among "
-                f"{', '.join(FAMILIES)} (e.g. 'openai:gpt-4.1'), got {model!r}"
+                f"{source}: `{where[0]}` must be <family>:<model> with a family among "
+                f"{', '.join(FAMILIES)} (e.g. 'openai:gpt-4.1'), got {model!r}",
+                where,
             )
         if spec(family).needs_model and not name:
             raise ConfigError(
-                f"{source}: `model` {model!r} names no model; write {family}:<model>"
+                f"{source}: `{where[0]}` {model!r} names no model; write {family}:<model>", where
             )
-    unknown = sorted(set(config.providers) - set(FAMILIES))
-    if unknown:
+    for section in sorted(set(config.providers) - set(FAMILIES)):
         raise ConfigError(
-            f"{source}: unknown section(s) {', '.join(unknown)}: neither a setting nor a"
-            f" provider family ({', '.join(FAMILIES)})"
+            f"{source}: `{section}` is not a setting or a provider family"
+            f"{did_you_mean(section, [*FAMILIES, *SETTINGS])}",
+            (section,),
         )
     for family, settings in config.providers.items():
         apis = spec(family).apis
         if settings.api != "auto" and settings.api not in apis:
             choice = f"one of auto, {', '.join(apis)}" if apis else "auto (the only one)"
-            raise ConfigError(f"{source}: `{family}.api` must be {choice}, got {settings.api!r}")
+            raise ConfigError(
+                f"{source}: `{family}.api` must be {choice}, got {settings.api!r}", (family, "api")
+            )
 
 
 def make_provider(config: Config, model: str | None = None) -> ModelProvider:

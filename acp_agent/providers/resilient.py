@@ -6,7 +6,10 @@ back-off, timeouts and error discipline, for turns, compaction and subagents ali
   full jitter, or after the server's ``Retry-After``, at most ``max_retries`` times, and
   only while nothing of the answer was yielded (an answer already shown is never
   streamed twice). ``on_retry`` hears of each wait first, so the user can be told. An
-  error given up on says how many retries it survived.
+  error given up on says how many retries it survived. A server that is not there (a
+  refused connection, a host name that does not resolve) is not waited for while its
+  endpoint has never answered this process: at start-up that is a mistake to fix, not a
+  hiccup (once it has answered, it may be restarting, and is retried).
 * **Timeouts.** ``first_event_timeout`` bounds the wait for the first event of a
   response, ``idle_timeout`` every later wait. Only time spent waiting on the provider
   counts (not the consumer's own work), and keep-alives are not events. A timeout is a
@@ -30,6 +33,9 @@ from dataclasses import dataclass
 from .. import log
 from ..errors import ProviderError, ProviderStreamError, ProviderTimeoutError
 from .base import ModelProvider, ModelRequest, StreamEvent
+
+ANSWERED: set[str] = set()
+"""The endpoints that have answered a request of this process."""
 
 OnRetry = Callable[[ProviderError, int, float], Awaitable[None]]
 """``(error, retry number from 1, delay in seconds)``, before each wait."""
@@ -78,11 +84,14 @@ class Resilient:
             started = False
             try:
                 async for event in self._attempt(request):
-                    started = True
+                    if not started:
+                        started = True
+                        ANSWERED.add(self.endpoint)
                     yield event
                 return
             except ProviderError as exc:
-                if started or not exc.retryable or attempt >= self.policy.max_retries:
+                absent = exc.unreachable and self.endpoint not in ANSWERED
+                if started or not exc.retryable or absent or attempt >= self.policy.max_retries:
                     if attempt:
                         s = "y" if attempt == 1 else "ies"
                         exc.message = f"{exc.message} (gave up after {attempt} retr{s})"

@@ -117,6 +117,14 @@ class LineReader(asyncio.Protocol):
         if line.strip():
             self._lines.append(line)
 
+    def stop(self) -> None:
+        """End the input now (the process was told to stop): the whole lines already read
+        are still served, a line not yet complete is dropped."""
+        if not self._eof:
+            self._buf.clear()
+            self._discarding = 0
+            self.feed_eof()
+
     def feed_eof(self) -> None:
         if self._eof:
             return

@@ -183,6 +183,9 @@ class Meta(msgspec.Struct, kw_only=True, omit_defaults=True):
     title: str | None = None
     titled_by_client: bool = False
     archived: bool = False
+    turns: int | None = None
+    """Prompts answered (``TurnEnd`` records); ``None`` in entries written before it was
+    counted (``acp-agent sessions`` then counts the log)."""
 
 
 _encoder = msgspec.json.Encoder()
@@ -351,6 +354,8 @@ class MetaFold:
             return
         elif isinstance(record, Prompt | Steer | TurnEnd):
             meta.updated_at = max(meta.updated_at, record.at)
+            if isinstance(record, TurnEnd):
+                meta.turns = (meta.turns or 0) + 1
         elif isinstance(record, Roots):
             meta.cwd, meta.additional_directories = record.cwd, list(record.additional_directories)
         elif isinstance(record, ClientTitle):

@@ -308,7 +308,7 @@ class Session:
         if log is not None:
             at = now_iso()
             log.append(TurnEnd(stop_reason=stop_reason, at=at))
-            log.touch(updated_at=at)
+            log.touch(updated_at=at, turns=(log.meta.turns or 0) + 1)
             await log.durable()
 
     def set_mode(self, mode: str) -> None:

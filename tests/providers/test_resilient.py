@@ -138,3 +138,28 @@ async def test_other_exceptions_become_stream_errors() -> None:
     with pytest.raises(ProviderStreamError, match="KeyError"):
         await drain(resilient.stream(REQUEST))
     assert heard == []
+
+
+async def test_a_server_not_there_is_not_waited_for_until_it_has_answered() -> None:
+    """At start-up a refused connection or an unknown host is a mistake to fix, not a
+    hiccup; once the endpoint has answered, it may be restarting, and is retried."""
+    from acp_agent.providers import resilient as module
+
+    def absent() -> ProviderConnectionError:
+        error = ProviderConnectionError("Cannot connect to x: connection refused")
+        error.unreachable = True
+        return error
+
+    class Fresh(ScriptedProvider):
+        endpoint = "memory://never-answered"
+
+    module.ANSWERED.discard(Fresh.endpoint)
+    first, heard = wrap(Fresh([absent()], text("never")))
+    with pytest.raises(ProviderConnectionError) as raised:
+        await drain(first.stream(REQUEST))
+    assert heard == [] and "gave up" not in raised.value.message
+    later, heard = wrap(Fresh(text("hello"), [absent()], text("back")))
+    assert (await drain(later.stream(REQUEST)))[0] == TextDelta("hello")
+    assert (await drain(later.stream(REQUEST)))[0] == TextDelta("back")  # retried now
+    assert [n for _, n, _ in heard] == [1]
+    module.ANSWERED.discard(Fresh.endpoint)

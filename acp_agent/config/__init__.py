@@ -13,13 +13,20 @@ from typing import Any, Literal
 
 import msgspec
 
+from .hints import shape_problem, toml_line, unknown_variable
+
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 ModeId = Literal["ask", "accept-edits", "auto", "plan", "bypass"]
 SandboxLevel = Literal["read-only", "workspace-write", "off"]
 
 
 class ConfigError(Exception):
-    """A configuration value is wrong; the message names the key."""
+    """A configuration value is wrong; the message names the key (``path``: where it is,
+    when known, so that a file's error can give the line)."""
+
+    def __init__(self, message: str, path: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class _Section(
@@ -129,7 +136,8 @@ def sandbox_needs(config: Config) -> list[str]:
 
 
 _NO_SETTINGS = ProviderSettings()
-_FIELDS = frozenset(f.encode_name for f in msgspec.structs.fields(Config))
+SETTINGS = frozenset(f.encode_name for f in msgspec.structs.fields(Config))
+"""The top-level keys of the configuration (a provider section is any other table)."""
 
 ENV_VARS: Mapping[str, str] = {
     "ACP_AGENT_MODEL": "model",
@@ -169,17 +177,26 @@ the model families, their sections and APIs); raises ``ConfigError``."""
 def from_mapping(
     raw: Mapping[str, Any], source: str = "config", check: Check | None = None
 ) -> Config:
-    """A validated configuration from the file's structure (kebab-case keys). Top-level
-    tables that are not settings of their own are provider sections (``[openai]``); which
-    families exist is the provider registry's to say (``check``)."""
-    sections = {k: v for k, v in raw.items() if k not in _FIELDS and isinstance(v, Mapping)}
-    if sections:  # the file's [<family>] sections are the config's `providers`
-        rest = {k: v for k, v in raw.items() if k not in sections}
+    """A validated configuration from the file's structure (kebab-case keys). A
+    :class:`ConfigError` says ``source: <what is wrong>`` and carries the key's path.
+    Top-level tables that are not settings of their own are provider sections
+    (``[openai]``); which families exist is the provider registry's to say (``check``)."""
+    given = {k: v for k, v in raw.items() if k not in SETTINGS and isinstance(v, Mapping)}
+    sections: dict[str, type[Any]] = {"limits": Limits, **dict.fromkeys(given, ProviderSettings)}
+    problem = shape_problem(
+        raw, Config, sections, {"model-overrides": ModelOverride, "providers": ProviderSettings}
+    )
+    if problem is not None:
+        path, text = problem
+        raise ConfigError(f"{source}: {text}", path)
+    if given:  # the file's [<family>] sections are the config's `providers`
+        rest = {k: v for k, v in raw.items() if k not in given}
         nested = rest.get("providers")
-        raw = {**rest, "providers": {**(nested if isinstance(nested, Mapping) else {}), **sections}}
+        raw = {**rest, "providers": {**(nested if isinstance(nested, Mapping) else {}),
+                                     **given}}  # fmt: skip
     try:
         config = msgspec.convert(raw, Config, str_keys=True)
-    except msgspec.ValidationError as exc:
+    except msgspec.ValidationError as exc:  # what shape_problem did not foresee
         raise ConfigError(f"{source}: {_describe(str(exc))}") from None
     validate(config, source)
     if check is not None:
@@ -194,24 +211,35 @@ def _describe(message: str) -> str:
 
 def validate(config: Config, source: str = "config") -> None:
     """The checks that need nothing but the configuration itself."""
-    if config.limits.max_turn_requests < 1:
-        raise ConfigError(f"{source}: `limits.max-turn-requests` must be at least 1")
-    if not 0.1 <= config.limits.compact_at <= 1.0:
-        raise ConfigError(f"{source}: `limits.compact-at` must be between 0.1 and 1.0")
-    if not 0.1 <= config.limits.prune_at <= 1.0:
-        raise ConfigError(f"{source}: `limits.prune-at` must be between 0.1 and 1.0")
+    limits = config.limits
+
+    def bad_limit(name: str, must: str) -> ConfigError:
+        return ConfigError(f"{source}: `limits.{name}` must be {must}", ("limits", name))
+
+    if limits.max_turn_requests < 1:
+        raise bad_limit("max-turn-requests", "at least 1")
+    if not 0.1 <= limits.compact_at <= 1.0:
+        raise bad_limit("compact-at", "between 0.1 and 1.0")
+    if not 0.1 <= limits.prune_at <= 1.0:
+        raise bad_limit("prune-at", "between 0.1 and 1.0")
     for name in ("first_event_timeout", "idle_timeout", "turn_timeout"):
-        if getattr(config.limits, name) <= 0:
-            raise ConfigError(f"{source}: `limits.{name.replace('_', '-')}` must be positive")
-    if config.limits.max_message_bytes < 1024:
-        raise ConfigError(f"{source}: `limits.max-message-bytes` must be at least 1024")
+        if getattr(limits, name) <= 0:
+            raise bad_limit(name.replace("_", "-"), "positive")
+    if limits.max_message_bytes < 1024:
+        raise bad_limit("max-message-bytes", "at least 1024")
     for key, places in (("writable", config.sandbox.writable), ("hide", config.sandbox.hide)):
         for place in places:
             full = os.path.expanduser(place)
             if not os.path.isabs(full):
-                raise ConfigError(f"{source}: `sandbox.{key}`: {place!r} is not an absolute path")
+                raise ConfigError(
+                    f"{source}: `sandbox.{key}`: {place!r} is not an absolute path",
+                    ("sandbox", key),
+                )
             if key == "writable" and not os.path.exists(full):
-                raise ConfigError(f"{source}: `sandbox.writable`: {place!r} does not exist")
+                raise ConfigError(
+                    f"{source}: `sandbox.writable`: {place!r} does not exist",
+                    ("sandbox", key),
+                )
 
 
 def load(
@@ -221,25 +249,44 @@ def load(
     check: Check | None = None,
 ) -> Config:
     """Build the configuration. ``path=None`` reads the user config file if it exists;
-    ``overrides`` holds command-line values (kebab-case keys, nested dicts)."""
+    ``overrides`` holds command-line values (kebab-case keys, nested dicts). A mistake is
+    named where it was made: the file and line, or the variable."""
     merged: dict[str, Any] = {}
     file = path or default_config_path(env)
     if path or os.path.isfile(file):
-        import tomllib
-
-        try:
-            with open(file, "rb") as fh:
-                data = tomllib.load(fh)
-        except OSError as exc:
-            raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{file}: invalid TOML: {exc}") from None
-        from_mapping(data, file, check)  # report file errors against the file
-        merged = data
+        merged = _read_file(file, check)
+    unknown = unknown_variable(env, ENV_VARS)
+    if unknown is not None:
+        raise ConfigError(unknown)
     env_values = {key: env[name] for name, key in ENV_VARS.items() if env.get(name)}
+    for name, key in ENV_VARS.items():
+        if env.get(name):
+            from_mapping({key: env[name]}, name, check)  # each variable named in its own error
     if env_values:
         from_mapping(_merge(merged, env_values), "environment", check)
         merged = _merge(merged, env_values)
     if overrides:
         merged = _merge(merged, overrides)
     return from_mapping(merged, "command line" if overrides else "config", check)
+
+
+def _read_file(file: str, check: Check | None) -> dict[str, Any]:
+    """The file's settings, checked: an error says ``file:line: ...``."""
+    import tomllib  # only when there is a file: most editors start the agent without one
+
+    try:
+        with open(file, "rb") as fh:
+            text = fh.read().decode("utf-8", "replace")
+        data = tomllib.loads(text)
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML: {exc}") from None
+    try:
+        from_mapping(data, file, check)
+    except ConfigError as exc:
+        line = toml_line(text, exc.path) if exc.path else None
+        if line is None:
+            raise
+        raise ConfigError(str(exc).replace(f"{file}: ", f"{file}:{line}: ", 1), exc.path) from None
+    return data
