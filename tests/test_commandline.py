@@ -265,7 +265,7 @@ def test_the_sandbox_line_says_whether_bubblewrap_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script_text: str | None, usable: bool,
     says: str,
 ) -> None:
-    from acp_agent.commandline.doctor import bubblewrap
+    from acp_agent.cli.doctor import bubblewrap
 
     path = tmp_path / "bwrap"
     if script_text is not None:

@@ -44,7 +44,7 @@ def test_the_line_a_key_is_written_on(path: tuple[str, ...], line: int | None) -
 @pytest.mark.parametrize(("raw", "says"), [
     ({"default_mode": "ask"}, "`default_mode` is not a setting; did you mean `default-mode`?"),
     ({"default-mode": "planning"},
-     '`default-mode` must be one of ask, accept-edits, plan, bypass, got "planning"'),
+     '`default-mode` must be one of ask, accept-edits, auto, plan, bypass, got "planning"'),
     ({"openai": {"base_url": "x"}}, "[openai] `base_url` is not a setting; did you mean"
                                     " `base-url`?"),
     ({"model-overrides": {"m": {"contxt-window": 1}}},

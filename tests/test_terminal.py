@@ -322,7 +322,7 @@ MISTAKES = {
                          " `ACP_AGENT_DEFAULT_MODE`?"),
     "bad mode variable": ([], {"ACP_AGENT_DEFAULT_MODE": "planning"},
                           "ACP_AGENT_DEFAULT_MODE: `default-mode` must be one of ask,"
-                          " accept-edits, plan, bypass, got \"planning\""),
+                          " accept-edits, auto, plan, bypass, got \"planning\""),
     "underscore key": (["--config", "{dir}/underscore.toml"], {},
                        "{dir}/underscore.toml:2: `default_mode` is not a setting; did you mean"
                        " `default-mode`?"),

@@ -18,7 +18,7 @@ Exit status (:data:`STOP_STATUS`): 0 when the turn ended ``end_turn``, 3 ``max_t
 a turn the agent cancelled, 2 for a mistake found before the turn (a server that is not
 there included), 128 + N when ended by signal N.
 
-A remote model's server is probed (a TCP connection, :mod:`..commandline.reach`) while
+A remote model's server is probed (a TCP connection, :mod:`.reach`) while
 the agent starts: a refused connection or an unknown host is said at once, before any
 prompt, with the likely fix, and the status is 2.
 """
@@ -38,11 +38,12 @@ from ._render import JsonLines, Renderer, Style, View, block_text
 from .checks import Options, UserError, check
 from .client import HumanClient
 from .keyboard import Interrupted, Keyboard
+from .lineeditor import Cleared, LineEditor, Quit, open_editor, preload
+from .reach import fatal, probe, unreachable
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..protocol import types as t
-    from .lineeditor import LineEditor
 
 __all__ = [
     "HumanClient", "Keyboard", "Renderer", "Session", "Style", "View", "block_text", "main",
@@ -136,12 +137,8 @@ class Session:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, self.quit, 128 + sig)
         if self.options.command == "chat" and self.keyboard.isatty():
-            from .lineeditor import preload
-
             preload()  # prompt_toolkit's import overlaps the agent's start
         if self.options.url is not None:
-            from .reach import probe
-
             self._reach = asyncio.create_task(probe(self.options.url))
         try:
             self.client = await HumanClient.spawn(
@@ -248,8 +245,6 @@ class Session:
         """Nothing there at the model's base URL: the line that says so (else ``None``)."""
         if self._reach is None:
             return None
-        from .reach import fatal, unreachable
-
         why = await self._reach
         if not fatal(why) or self.options.url is None:
             return None
@@ -306,8 +301,6 @@ class Session:
         if not self.keyboard.isatty():
             self.keyboard.listen()
             return await self.keyboard.readline()
-        from .lineeditor import Cleared, Quit, open_editor
-
         if self.editor is None:
             self.editor = open_editor(self.options.state_dir)
         self.keyboard.suspend()

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ..config import default_state_dir
 from ..providers.registry import endpoint, missing_key, spec
+from .reach import model_url
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -60,9 +62,6 @@ def check(command: str, args: Any, config: Config) -> Options:
         except OSError as exc:
             raise UserError(f"log file {config.log_file}: {exc.strerror}") from None
     policy: Policy = args.policy or ("ask" if can_ask() else "cannot_ask")
-    from ..config import default_state_dir
-    from .reach import model_url
-
     return Options(
         command=command,
         prompt=prompt,
@@ -137,8 +136,6 @@ def _is_url(url: str) -> bool:
 def url_source(config: Config, flag: str | None) -> str:
     """Where the model's base URL comes from: the flag, the file, the variable, or the
     family's default."""
-    from ..providers.registry import spec
-
     family = spec(config.provider)
     if flag:
         return "--base-url"

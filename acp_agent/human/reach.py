@@ -9,6 +9,8 @@ import socket
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ..providers.registry import endpoint, spec
+
 if TYPE_CHECKING:
     from ..config import Config
 
@@ -40,8 +42,6 @@ async def probe(url: str, timeout: float = DEFAULT_TIMEOUT) -> str | None:
 
 def model_url(config: Config) -> str | None:
     """Where the configured model's requests go (``None``: not over the network)."""
-    from ..providers.registry import endpoint, spec
-
     family = spec(config.provider)
     if not family.remote:
         return None
@@ -50,8 +50,6 @@ def model_url(config: Config) -> str | None:
 
 def unreachable(family: str, url: str, why: str, source: str) -> str:
     """One line: where, why, and the likely fix."""
-    from ..providers.registry import spec
-
     hint = spec(family).unreachable_hint if fatal(why) else None
     return f"cannot connect to {url} ({source}): {why}; " + (
         hint or "is the server running, and is the base URL right?"

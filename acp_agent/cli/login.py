@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from .flags import agent_flags
 
 if TYPE_CHECKING:
     import argparse
 
-    from .config import Config
+    from ..config import Config
 
 MAX_KEY = 4096
 
 
-AgentFlags = Callable[..., None]
-"""Adds the agent's own flags to a parser (``cli`` passes its own)."""
-
-
-def build_parser(command: str, agent_flags: AgentFlags) -> argparse.ArgumentParser:
+def build_parser(command: str) -> argparse.ArgumentParser:
     import argparse
 
     p = argparse.ArgumentParser(
@@ -71,11 +68,11 @@ def build_parser(command: str, agent_flags: AgentFlags) -> argparse.ArgumentPars
     return p
 
 
-def main(command: str, argv: list[str], agent_flags: AgentFlags) -> int:
-    from . import config as config_mod
-    from .providers import check
+def main(command: str, argv: list[str]) -> int:
+    from .. import config as config_mod
+    from ..providers import check
 
-    args = build_parser(command, agent_flags).parse_args(argv)
+    args = build_parser(command).parse_args(argv)
     overrides = {"model": args.model} if args.model else None
     try:
         config = config_mod.load(args.config, overrides=overrides, check=check)
@@ -90,8 +87,8 @@ def main(command: str, argv: list[str], agent_flags: AgentFlags) -> int:
 
 
 def _login(args: argparse.Namespace, config: Config) -> int:
-    from .providers.credentials import CredentialsError, save
-    from .providers.registry import key_names, spec
+    from ..providers.credentials import CredentialsError, save
+    from ..providers.registry import key_names, spec
 
     interactive = not args.key_from_stdin
     if interactive and not sys.stdin.isatty():
@@ -131,8 +128,8 @@ def _login(args: argparse.Namespace, config: Config) -> int:
 
 
 def _logout(provider: str | None) -> int:
-    from .providers.credentials import CredentialsError, remove
-    from .providers.registry import spec
+    from ..providers.credentials import CredentialsError, remove
+    from ..providers.registry import spec
 
     try:
         removed = remove(provider)
@@ -147,13 +144,13 @@ def _logout(provider: str | None) -> int:
 
 def _keyed() -> list[str]:
     """The families that take a key."""
-    from .providers.registry import FAMILIES, spec
+    from ..providers.registry import FAMILIES, spec
 
     return [f for f in FAMILIES if spec(f).key_envs]
 
 
 def _choose(families: list[str]) -> str:
-    from .providers.registry import spec
+    from ..providers.registry import spec
 
     _say("Which provider's API key?")
     for i, family in enumerate(families, 1):

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
-    from ..cli import _agent_flags
+    from .flags import agent_flags
 
     p = argparse.ArgumentParser(
         prog="acp-agent permissions",
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true",
                    help="list every project's rules; with forget: all of this project's")
     p.add_argument("--cwd", default=None, help="the project's directory (default: current)")
-    _agent_flags(p, shown=("--state-dir", "--config"))
+    agent_flags(p, shown=("--state-dir", "--config"))
     return p
 
 
@@ -39,8 +39,8 @@ def main(command: str, argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from .. import config as config_mod
-    from ..cli import load_config
     from ..engine.permissions import read_rules, rules_path
+    from .flags import load_config
 
     try:
         config = load_config(args)

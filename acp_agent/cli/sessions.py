@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
-    from ..cli import _agent_flags
+    from .flags import agent_flags
 
     p = argparse.ArgumentParser(
         prog="acp-agent sessions",
@@ -29,14 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--all", action="store_true", help="every directory's sessions")
     p.add_argument("--cwd", default=None, help="the directory (default: current)")
-    _agent_flags(p, shown=("--state-dir", "--config"))
+    agent_flags(p, shown=("--state-dir", "--config"))
     return p
 
 
 def main(command: str, argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     from .. import config as config_mod
-    from ..cli import load_config
+    from .flags import load_config
 
     try:
         config = load_config(args)

@@ -27,13 +27,13 @@ MIN_FREE = 100 * 1024 * 1024
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
-    from ..cli import _agent_flags
+    from .flags import agent_flags
 
     p = argparse.ArgumentParser(
         prog="acp-agent doctor",
         description="Check the set-up, one line each; status 0 when all is well.",
     )
-    _agent_flags(p)
+    agent_flags(p)
     return p
 
 
@@ -41,7 +41,7 @@ def main(command: str, argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     from .. import __version__
     from .. import config as config_mod
-    from ..cli import load_config
+    from .flags import load_config
 
     python = sys.version.split()[0]
     lines: list[tuple[str, str]] = [(OK, f"acp-agent {__version__}, Python {python}")]

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from ..cli import _agent_flags, agent_args, load_config
+from .flags import agent_args, agent_flags, load_config
 
 if TYPE_CHECKING:
     import argparse
@@ -102,7 +102,7 @@ def build_human_parser(command: str) -> argparse.ArgumentParser:
         help="show the agent's log (debug level unless --log-level: every model request"
         " with its status and time) and any traceback",
     )
-    _agent_flags(p.add_argument_group("agent flags"))
+    agent_flags(p.add_argument_group("agent flags"))
     return p
 
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from . import __version__
+from .. import __version__
+from .flags import VALUE_FLAGS, agent_flags, load_config
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Collection
     from types import SimpleNamespace
-
-    from .config import Config
 
 DESCRIPTION = """\
 An Agent Client Protocol (ACP) agent. Editors start it as a subprocess and speak
@@ -38,18 +36,18 @@ class Subcommand(NamedTuple):
 #: Every command, in the order the help lists them. A new one is a line here.
 SUBCOMMANDS: dict[str, Subcommand] = {
     "run": Subcommand("run PROMPT...", "run one prompt in the terminal; stdin too when piped",
-                      "acp_agent.commandline.human:main"),
+                      "acp_agent.cli.run:main"),
     "chat": Subcommand("chat", "chat in the terminal (--continue, --resume [ID])",
-                       "acp_agent.commandline.human:main"),
+                       "acp_agent.cli.run:main"),
     "sessions": Subcommand("sessions", "list this directory's saved sessions (--all: every one)",
-                           "acp_agent.commandline.sessions:main"),
+                           "acp_agent.cli.sessions:main"),
     "permissions": Subcommand("permissions", "list or forget the remembered \"always\" answers",
-                              "acp_agent.commandline.permissions:main"),
+                              "acp_agent.cli.permissions:main"),
     "doctor": Subcommand("doctor", "check the set-up: configuration, keys, servers, state",
-                         "acp_agent.commandline.doctor:main"),
+                         "acp_agent.cli.doctor:main"),
     "login": Subcommand("login", "store a provider's API key (asked without echo)",
-                        "acp_agent.login:main"),
-    "logout": Subcommand("logout", "forget the API keys login stored", "acp_agent.login:main"),
+                        "acp_agent.cli.login:main"),
+    "logout": Subcommand("logout", "forget the API keys login stored", "acp_agent.cli.login:main"),
 }  # fmt: skip
 
 
@@ -62,8 +60,8 @@ def commands_help() -> str:
 
 def epilog() -> str:
     """The environment the agent reads: each provider family's variables, then ours."""
-    from .config import ENV_VARS
-    from .providers.registry import FAMILIES, spec
+    from ..config import ENV_VARS
+    from ..providers.registry import FAMILIES, spec
 
     rows: list[tuple[str, str]] = []
     for family in FAMILIES:
@@ -92,75 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"acp-agent {__version__}")
-    _agent_flags(p.add_argument_group("agent flags"))
+    agent_flags(p.add_argument_group("agent flags"))
     return p
-
-
-#: The agent's flags: (flag, argparse keywords); each takes a value.
-AGENT_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("--model", {"metavar": "SPEC"}),
-    ("--base-url", {"metavar": "URL", "help": "endpoint of the model's provider, e.g. an "
-                    "OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio, OpenRouter)"}),
-    ("--config", {"metavar": "FILE", "help": "TOML configuration file "
-                  "(default: $XDG_CONFIG_HOME/acp-agent/config.toml)"}),
-    ("--state-dir", {"metavar": "DIR",
-                     "help": "where sessions are stored (default: $XDG_STATE_HOME/acp-agent)"}),
-    ("--mode", {"choices": ["ask", "accept-edits", "auto", "plan", "bypass"],
-                "help": "default permission mode of new sessions (default: ask; auto runs "
-                "commands in a sandbox without asking: it needs bubblewrap)"}),
-    ("--sandbox", {"choices": ["workspace-write", "read-only", "off"],
-                   "help": "the sandbox level auto mode runs commands at "
-                   "(default: workspace-write)"}),
-    ("--log-level", {"choices": ["debug", "info", "warning", "error", "critical"],
-                     "help": "log verbosity; logs go to stderr or --log-file (default: warning)"}),
-    ("--log-file", {"metavar": "FILE", "help": "append logs to FILE instead of stderr"}),
-)  # fmt: skip
-_VALUE_FLAGS = tuple(flag[2:].replace("-", "_") for flag, _ in AGENT_FLAGS)
-
-
-def _agent_flags(p: argparse._ActionsContainer, shown: Collection[str] | None = None) -> None:
-    """Add the agent's flags to ``p``; with ``shown``, the others are accepted but not
-    listed in the help (``login`` takes every flag an editor's command line has)."""
-    import argparse
-
-    from .providers.registry import FAMILIES, spec
-
-    for flag, kwargs in AGENT_FLAGS:
-        kwargs = dict(kwargs)
-        if flag == "--model":
-            kwargs["help"] = " | ".join(
-                f if not spec(f).needs_model else f"{f}:<model>" for f in FAMILIES
-            ) + " (default: offline)"
-        if shown is not None and flag not in shown:
-            kwargs["help"] = argparse.SUPPRESS
-        p.add_argument(flag, **kwargs)
-
-
-def agent_args(args: argparse.Namespace) -> list[str]:
-    """The agent flags given to a command, as the agent's own command line."""
-    out: list[str] = []
-    for flag in _VALUE_FLAGS:
-        value = getattr(args, flag)
-        if value:
-            out += ["--" + flag.replace("_", "-"), value]
-    return out
-
-
-def _overrides(args: argparse.Namespace | SimpleNamespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if args.model:
-        out["model"] = args.model
-    if args.state_dir:
-        out["state-dir"] = args.state_dir
-    if args.mode:
-        out["default-mode"] = args.mode
-    if getattr(args, "sandbox", None):
-        out["sandbox"] = {"level": args.sandbox}
-    if args.log_level:
-        out["log-level"] = args.log_level
-    if args.log_file:
-        out["log-file"] = args.log_file
-    return out
 
 
 def subcommand(argv: list[str]) -> int | None:
@@ -179,7 +110,7 @@ def subcommand(argv: list[str]) -> int | None:
                 return i
             if not ours:  # maybe an unknown flag's value: argparse names the flag
                 return None
-            from .config.hints import did_you_mean
+            from ..config.hints import did_you_mean
 
             sys.stderr.write(
                 f"acp-agent: {word!r} is not a command{did_you_mean(word, SUBCOMMANDS)}"
@@ -187,7 +118,7 @@ def subcommand(argv: list[str]) -> int | None:
             )
             raise SystemExit(2)
         flag, eq, _ = word.partition("=")
-        known = flag[2:].replace("-", "_") in _VALUE_FLAGS
+        known = flag[2:].replace("-", "_") in VALUE_FLAGS
         ours = ours and known
         i += 2 if not eq and known else 1
     return None
@@ -208,7 +139,7 @@ def _plain_flags(argv: list[str]) -> SimpleNamespace | None:
     ``None`` when anything else is there. Values are validated with the configuration."""
     from types import SimpleNamespace
 
-    values: dict[str, str | None] = dict.fromkeys(_VALUE_FLAGS)
+    values: dict[str, str | None] = dict.fromkeys(VALUE_FLAGS)
     i = 0
     while i < len(argv):
         flag, eq, value = argv[i].partition("=")
@@ -233,52 +164,6 @@ TERMINAL_HINT = (
 )
 
 
-def load_config(args: argparse.Namespace | SimpleNamespace) -> Config:
-    """The configuration the flags, the environment and the file give
-    (``config.ConfigError`` names what is wrong)."""
-    from . import config as config_mod
-    from .providers import check, spec
-
-    if args.model:
-        _check_model_flag(args.model)
-    overrides = _overrides(args)
-    cfg = config_mod.load(args.config, overrides=overrides, check=check)
-    if args.base_url:
-
-        if not spec(cfg.provider).remote:
-            raise config_mod.ConfigError(
-                f"--base-url needs a model served over the network, not {cfg.model!r}"
-            )
-        overrides[cfg.provider] = {"base-url": args.base_url}
-        cfg = config_mod.load(args.config, overrides=overrides, check=check)
-    if config_mod.sandbox_needs(cfg):  # a sandbox the configuration needs must work here
-        from .engine.sandboxing import start_check
-
-        start_check(cfg)
-    return cfg
-
-
-def _check_model_flag(model: str) -> None:
-    """``--model`` in words a person reads at once (the configuration says it again, for
-    files and the environment, in its own terms)."""
-    from .config import ConfigError
-    from .providers.registry import FAMILIES, spec
-
-    family, _, name = model.partition(":")
-    if family not in FAMILIES:
-        raise ConfigError(
-            f"--model {model!r}: unknown provider {family!r}; write <provider>:<model> with "
-            f"a provider among {', '.join(FAMILIES)}, e.g. openai:gpt-4.1"
-        )
-    family_spec = spec(family)
-    if family_spec.needs_model and not name:
-        example = family_spec.example
-        raise ConfigError(
-            f"--model {model!r} names a provider but no model: write {family}:<model>"
-            + (f", e.g. {family}:{example}" if example else "")
-        )
-
-
 def _collect() -> None:
     gc.freeze()
     gc.enable()
@@ -300,8 +185,8 @@ def main(argv: list[str] | None = None) -> None:
     args: argparse.Namespace | SimpleNamespace = (
         plain if plain is not None else build_parser().parse_args(argv)
     )
-    from . import config as config_mod
-    from . import log
+    from .. import config as config_mod
+    from .. import log
 
     try:
         cfg = load_config(args)
@@ -319,7 +204,7 @@ def main(argv: list[str] | None = None) -> None:
     import asyncio
     import signal
 
-    from .server import serve
+    from ..server import serve
 
     # Ended by a signal (an editor quitting sends SIGTERM; a closed terminal SIGHUP), the
     # agent ends as at the end of stdin: turns cancelled, commands and MCP servers
