@@ -255,24 +255,26 @@ async def test_doctor_fails_on_a_server_that_is_not_there_and_a_missing_key(
             " ANTHROPIC_API_KEY)") in keyless.stdout
 
 
-@pytest.mark.parametrize(("script_text", "usable", "says"), [
-    (None, False, "bwrap is not installed"),
-    ("#!/bin/sh\nexit 0\n", True, "{path}"),
-    ("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n", False,
-     "{path} cannot make a sandbox here: bwrap: No permissions to create new namespace"),
+@pytest.mark.parametrize(("script_text", "status", "says"), [
+    (None, "NOTE", "sandbox: none (bubblewrap is not installed"),
+    ("#!/bin/sh\nexit 0\n", "OK", "sandbox: bubblewrap ({path})"),
+    ("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n", "NOTE",
+     "sandbox: none (bubblewrap does not work here (bwrap: No permissions to create new"),
 ])
 def test_the_sandbox_line_says_whether_bubblewrap_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script_text: str | None, usable: bool,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script_text: str | None, status: str,
     says: str,
 ) -> None:
-    from acp_agent.cli.doctor import bubblewrap
+    """The doctor runs the probe the agent runs (bubblewrap making its namespaces)."""
+    from acp_agent.cli import doctor
 
     path = tmp_path / "bwrap"
     if script_text is not None:
         path.write_text(script_text)
         path.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert bubblewrap() == (usable, says.format(path=path))
+    got, line = doctor.sandbox()
+    assert got == getattr(doctor, status) and line.startswith(says.format(path=path)), line
 
 
 # ------------------------------------------------------------------ --debug

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
 import sys
 from typing import TYPE_CHECKING
+
+from ..engine.sandboxing import probe
 
 if TYPE_CHECKING:
     import argparse
@@ -194,25 +195,9 @@ def index(state_dir: str) -> tuple[str, str]:
 
 
 def sandbox() -> tuple[str, str]:
-    """The command sandbox's backend: bubblewrap, if it is installed and runs here."""
-    found, why = bubblewrap()
-    if found:
-        return OK, f"sandbox: bubblewrap ({why})"
-    return NOTE, f"sandbox: none ({why}); approved commands run with your rights"
-
-
-def bubblewrap() -> tuple[bool, str]:
-    """Whether ``bwrap`` is on PATH and can make a sandbox here (user namespaces allowed):
-    ``(usable, what was found)``."""
-    path = shutil.which("bwrap")
-    if path is None:
-        return False, "bwrap is not installed"
-    try:
-        done = subprocess.run([path, "--ro-bind", "/", "/", "true"], capture_output=True,
-                              text=True, timeout=10)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"{path} does not run: {exc}"
-    if done.returncode != 0:
-        said = done.stderr.strip().splitlines()[-1:] or [f"status {done.returncode}"]
-        return False, f"{path} cannot make a sandbox here: {said[0]}"
-    return True, path
+    """The command sandbox's backend: bubblewrap, if it is installed and runs here (the
+    probe the agent itself runs: ``engine.sandboxing``)."""
+    found = probe()
+    if found.program is not None:
+        return OK, f"sandbox: bubblewrap ({found.program}): `auto` mode is offered"
+    return NOTE, f"sandbox: none ({found.why_not}); `auto` mode is not offered"

@@ -88,13 +88,18 @@ _found: Found | None = None
 _lock = threading.Lock()
 
 
+def probe() -> Found:
+    """Whether bubblewrap works here, found now (runs it, and waits)."""
+    started = _spawn()
+    return started if isinstance(started, Found) else _judge(*started)
+
+
 def detected() -> Found:
-    """Whether bubblewrap works here (found once per process; runs it, and waits)."""
+    """Whether bubblewrap works here (found once per process: :func:`probe`)."""
     global _found
     with _lock:
         if _found is None:
-            started = _spawn()
-            _found = started if isinstance(started, Found) else _judge(*started)
+            _found = probe()
         return _found
 
 
