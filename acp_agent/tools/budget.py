@@ -20,7 +20,7 @@ LINE_MAX_CHARS = 2000
 READ_MAX_BYTES = 50_000
 #: run_command: bytes of output, head and tail kept (≈ 7.5 k tokens).
 COMMAND_MAX_BYTES = 30_000
-#: grep: matches shown, and characters of each matching line.
+#: grep: output lines shown (its default head_limit), and characters of each line.
 GREP_MAX_MATCHES = 200
 GREP_LINE_CHARS = 250
 #: grep: matches counted (for the total it reports) before it stops searching.
@@ -32,7 +32,7 @@ GLOB_MAX_PATHS = 500
 LIST_MAX_ENTRIES = 500
 #: grep, glob, list_directory: bytes of one result (≈ 5 k tokens).
 SEARCH_MAX_BYTES = 20_000
-#: Entries a walk (glob, grep) visits before it gives up (keeps a search of ``/`` finite).
+#: Files glob takes from ripgrep's listing before it gives up (keeps a search of ``/`` finite).
 MAX_WALK_ENTRIES = 200_000
 #: read_file on an image: the largest one sent (base64 makes it 4/3: 5 MB, Anthropic's cap).
 IMAGE_MAX_BYTES = 3_750_000
@@ -205,19 +205,6 @@ def fit(lines: Iterable[str], max_items: int) -> list[str]:
             break
         out.append(line)
     return out
-
-
-def count(n: int, complete: bool) -> str:
-    return f"{n:,}" if complete else f"{n:,}+"
-
-
-def grep_marker(shown: int, matches: int, files: int, complete: bool) -> str | None:
-    if shown >= matches and complete:
-        return None
-    return (f"[Showing {shown:,} of {count(matches, complete)} matches in "
-            f"{count(files, complete)} file{'' if files == 1 and complete else 's'}; narrow "
-            "with `glob` or "
-            "`path`, or a more specific pattern.]")
 
 
 def glob_marker(shown: int, total: int) -> str | None:

@@ -10,7 +10,6 @@ from acp_agent.tools.budget import (
     cut_line,
     fit,
     glob_marker,
-    grep_marker,
     list_marker,
     read_markers,
     read_window,
@@ -67,13 +66,6 @@ def test_bound_output_and_the_editors_cut() -> None:
 def test_listing_markers() -> None:
     assert fit(["a" * 9] * 5000, 10_000) == ["a" * 9] * 2000  # 20,000 bytes
     assert fit(["a", "b", "c"], 2) == ["a", "b"]
-    assert grep_marker(200, 1337, 85, True) == (
-        "[Showing 200 of 1,337 matches in 85 files; narrow with `glob` or `path`, or a more "
-        "specific pattern.]")
-    assert grep_marker(200, 10_000, 1, False) == (
-        "[Showing 200 of 10,000+ matches in 1+ files; narrow with `glob` or `path`, or a "
-        "more specific pattern.]")
-    assert grep_marker(3, 3, 1, True) is None
     assert glob_marker(500, 1337) == "[Showing 500 of 1,337 paths; narrow the pattern or `path`.]"
     assert list_marker(500, 501) == (
         "[Showing 500 of 501 entries; use glob to find specific names.]")
