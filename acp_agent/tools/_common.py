@@ -17,7 +17,6 @@ from ._safe import read_checked, write_checked
 from .base import ToolContext
 from .textcodec import ESCAPED, Decoded, decode
 
-
 # ------------------------------------------------------------------------ arguments
 
 #: A path argument: absolute, or relative to the session's directory.
