@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import pytest
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, Usage
-from .harness import AgentProcess, ResponseError
+from .harness import AgentProcess, ResponseError, select_kind
 from .limits import WAIT
 from .procs import gone
 from .schema_check import SchemaChecker
@@ -105,6 +105,7 @@ class TestSlashCommands:
              {"tool_call": {"name": "run_command", "arguments": {"command": "touch y.txt"}}},
              {"tool_call": {"name": "read_file", "arguments": {"path": "hello.txt"}}}],
             [{"text": "planned"}]])
+        agent.handlers["session/request_permission"] = select_kind("reject_once")
         async with agent:
             await agent.initialize()
             sid = await agent.new_session(workspace)
@@ -115,7 +116,9 @@ class TestSlashCommands:
                 if u.get("status") in ("completed", "failed")
             }
             assert sorted(finals.values()) == ["completed", "failed", "failed"]
-            assert not agent.client_requests  # plan mode never asks: it refuses
+            # an edit is refused unasked; a command is asked for (here: rejected)
+            asked = [r["params"]["toolCall"]["title"] for r in agent.client_requests]
+            assert asked == ["Run `touch y.txt` (plan mode: allow it only if it changes nothing)"]
             assert (
                 not (Path(workspace) / "x.txt").exists()
                 and not (Path(workspace) / "y.txt").exists()
@@ -126,7 +129,7 @@ class TestModesAgainstToolKinds:
     @pytest.mark.parametrize(("mode", "asks", "runs"), [
         ("ask", {"edit", "execute"}, {"read", "edit", "execute"}),
         ("accept-edits", {"execute"}, {"read", "edit", "execute"}),
-        ("plan", set(), {"read"}),
+        ("plan", {"execute"}, {"read", "execute"}),  # a command: asked for, every time
         ("bypass", set(), {"read", "edit", "execute"}),
     ])
     async def test_mode_policy(

@@ -18,8 +18,9 @@ request (a stable prefix is what prompt caching pays off on), from:
    was found), never through a link leading elsewhere; a file refused is reported
    (``Facts.refused``), never read.
 
-A later change of mode reaches the model as a short note with the next prompt
-(:func:`mode_note`), and plan mode offers only tools that read (see ``permissions.offered``).
+A later change of mode reaches the model as a short note before the text of the next
+prompt (:func:`mode_note`, in a ``<system-reminder>``), never after it; the tools offered
+are the same in every mode (``permissions.decide`` refuses at the call).
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ import datetime
 import os
 import platform
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from ..tools.usershell import choose
 from .gitstate import repo_root, state
 from .projectfiles import ProjectText, Refused, read_project_text
 
@@ -49,8 +51,8 @@ MODE_RULES = {
     "ask": "reads run; every edit and command asks the user first",
     "accept-edits": "reads and edits inside the workspace run; commands ask the user first",
     "plan": (
-        "read-only: explore and plan, and deliver the plan with write_plan; edits and "
-        "commands are not available"
+        "read-only: explore and plan, and deliver the plan with write_plan; edits are "
+        "refused, and a command runs only when the user allows it as one that changes nothing"
     ),
     "bypass": "everything runs without asking",
 }
@@ -67,14 +69,19 @@ async def system_prompt(
     configured: str | None = None,
     env: Mapping[str, str] = os.environ,
     refused: Callable[[Refused], Awaitable[None]] | None = None,
+    shell: str | None = None,
 ) -> str:
     """The session's system prompt (built on first use, then kept). ``env``: the
     environment commands get (git runs with it); ``refused`` hears of each instruction
-    file that was not read (a link out of the roots, not text...)."""
+    file that was not read (a link out of the roots, not text...); ``shell``: what the
+    environment section says of the shell commands run in."""
     if session.system_text is None:
         facts = await asyncio.to_thread(_gather, session.cwd, session.roots, env)
-        session.system_text = compose(session, facts, configured)
-        session.told_mode = session.mode
+        if shell is not None:
+            facts = replace(facts, shell=shell)
+        if session.system_text is None:  # the first built wins (it may have been built ahead)
+            session.system_text = compose(session, facts, configured)
+            session.told_mode = session.mode
         if refused is not None:
             for refusal in facts.refused:
                 await refused(refusal)
@@ -103,8 +110,8 @@ def compose(session: Session, facts: Facts, configured: str | None = None) -> st
     roots = "\n".join(f"- Also: {d}" for d in session.additional_directories)
     parts.append(
         "# Environment\n\n"
-        f"- Operating system: {platform.system()} {platform.release()} ({platform.machine()});"
-        f" shell: {facts.shell}\n"
+        f"- Operating system: {platform.system()} {platform.release()} ({platform.machine()})\n"
+        f"- Shell: {facts.shell}\n"
         f"- Today's date: {datetime.date.today().isoformat()}\n"
         f"- Workspace root: {session.cwd} (relative paths resolve against it)\n"
         + (roots + "\n" if roots else "")
@@ -117,6 +124,11 @@ def compose(session: Session, facts: Facts, configured: str | None = None) -> st
     return "\n\n".join(parts)
 
 
+#: How the agent's own notes to the model are wrapped (they come before the user's text
+#: in a user message; the offline model skips them).
+REMINDER = "<system-reminder>{}</system-reminder>"
+
+
 def mode_note(session: Session) -> str | None:
     """A note for the model when the mode changed since it was last told (``None``
     when it knows); marks it told."""
@@ -124,7 +136,7 @@ def mode_note(session: Session) -> str | None:
         return None
     session.told_mode = session.mode
     rules = MODE_RULES.get(session.mode, session.mode)
-    return f"[The permission mode is now {session.mode}: {rules}.]"
+    return REMINDER.format(f"The permission mode is now {session.mode}: {rules}.")
 
 
 # ---------------------------------------------------------------------- the environment
@@ -136,7 +148,7 @@ def _gather(cwd: str, roots: Sequence[str], env: Mapping[str, str]) -> Facts:
     root = repo_root(cwd)
     files, refused = _instruction_files(cwd, root, roots, env)
     return Facts(
-        shell=env.get("SHELL") or "/bin/sh",
+        shell=f"commands run as `{choose(env).path} -c <command>`",
         git=state(root, cwd, env) if root else "not a git repository",
         files=tuple(files),
         refused=tuple(refused),

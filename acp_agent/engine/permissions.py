@@ -1,15 +1,20 @@
 """Session modes and the permission policy.
 
-=============  ===========================  =========================  ==========
+=============  ===========================  =========================  ====================
 mode           reads                        edits                      commands
-=============  ===========================  =========================  ==========
+=============  ===========================  =========================  ====================
 ask            run (inside roots)           ask                        ask
 accept-edits   run (inside roots)           run inside roots, else ask ask
-plan           run (inside roots)           refused                    refused
+plan           run (inside roots)           refused                    ask, every time, as
+                                                                       a read-only command
 bypass         run                          run                        run
-=============  ===========================  =========================  ==========
+=============  ===========================  =========================  ====================
 
-Reads outside the session's roots ask in every mode but ``bypass``.
+Reads outside the session's roots ask in every mode but ``bypass``. Every mode offers the
+model the same tools (a stable prefix caches; :func:`decide` refuses at the call): plan
+mode refuses edits and every other tool that may change something (an MCP tool not
+marked read-only), and asks before each command, the question saying that only a
+command that changes nothing should be allowed (no "always" there).
 
 "Always" answers are remembered per project (:class:`Rules`), and each covers exactly
 what its option's name says (:class:`Scope`), nothing wider:
@@ -59,26 +64,22 @@ REJECT_ONCE = "reject_once"
 REJECT_ALWAYS = "reject_always"
 
 
-#: Tool kinds plan mode offers the model (``think``: the plans); subagents too, since
-#: they follow their parent's mode.
-PLAN_KINDS = frozenset({"read", "search", "think", "fetch"})
-
-
-def offered(mode: str, kind: str, name: str) -> bool:
-    """Whether a tool is offered to the model in ``mode`` (plan mode: only reading)."""
-    return mode != "plan" or kind in PLAN_KINDS or name == "spawn_agent"
-
-
-def decide(mode: str, access: Access, inside: bool) -> Decision:
+def decide(mode: str, access: Access, inside: bool, kind: str = "other") -> Decision:
+    """What the policy says of a call of ``access`` (``kind``: the tool's; plan mode asks
+    before a command, ``execute`` kind, and refuses every other change)."""
     if access == "none" or mode == "bypass":
         return "allow"
     if access == "read":
         return "allow" if inside else "ask"
     if mode == "plan":
-        return "deny"
+        return "ask" if access == "execute" and kind == "execute" else "deny"
     if access == "write" and mode == "accept-edits" and inside:
         return "allow"
     return "ask"
+
+
+#: How a command is asked for in plan mode (the question's title ends with it).
+PLAN_COMMAND = " (plan mode: allow it only if it changes nothing)"
 
 
 _SHELL_SYNTAX = frozenset(";&|$`()<>\n\\*?[]{}~#")

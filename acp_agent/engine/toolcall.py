@@ -15,13 +15,20 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .. import log
-from ..conversation import TextPart, ToolCallPart, ToolResultMessage
+from ..conversation import TextPart, ToolCallPart, ToolResultMessage, UserPart
 from ..errors import RemoteError, ToolError
 from ..escaping import escaped, escaped_locations
 from ..protocol import UNSET
 from ..protocol import types as t
 from ..tools.base import CallInfo, Tool, ToolContext
-from .permissions import ALLOW_ALWAYS, ALLOW_ONCE, decide, permission_options, scope_of
+from .permissions import (
+    ALLOW_ALWAYS,
+    ALLOW_ONCE,
+    PLAN_COMMAND,
+    decide,
+    permission_options,
+    scope_of,
+)
 
 if TYPE_CHECKING:
     from ..sessions.session import Session
@@ -110,6 +117,8 @@ def tool_context(ctx: TurnContext, call_id: str) -> ToolContext:
         emit=session.emit,
         env=ctx.env,
         images=ctx.model.supports_images,
+        outputs=ctx.outputs,
+        login_env=ctx.login_env,
     )
 
 
@@ -167,13 +176,14 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
     await session.emit(
         t.ToolCallUpdateSessionUpdate(
             tool_call_id=call_id,
-            status="completed",
+            status="failed" if out.is_error else "completed",
             content=out.content or [_text(out.text)],
             raw_output=out.raw_output if out.raw_output is not None else {"output": out.text},
             locations=escaped_locations(out.locations) if out.locations is not None else UNSET,
         )
     )
-    return ToolResultMessage(call.call_id, call.name, [TextPart(out.text), *out.images])
+    parts: list[UserPart] = [TextPart(out.text), *out.images]
+    return ToolResultMessage(call.call_id, call.name, parts, is_error=out.is_error)
 
 
 async def _permit(
@@ -190,20 +200,26 @@ async def _permit(
     (``ToolContext.checked``)."""
     session = ctx.session
     real = [tctx.check(p) for p in info.paths]
-    inside = all(tctx.inside_roots(p) for p in real)
+    inside = all(
+        tctx.inside_roots(p) or (info.access == "read" and tctx.saved_output(p)) for p in real
+    )
     mode = session.root.mode  # a subagent follows its parent's current mode
-    decision = decide(mode, info.access, inside)
-    scope = scope_of(tool.spec.name, info, real, session.cwd, tctx.display) if inside else None
+    decision = decide(mode, info.access, inside, tool.kind)
+    planned = mode == "plan" and decision == "ask" and info.access == "execute"
+    scope = None  # a command in plan mode is asked every time: never "always"
+    if inside and not planned:
+        scope = scope_of(tool.spec.name, info, real, session.cwd, tctx.display)
     if decision == "ask" and scope is not None:
         decision = ctx.rules.lookup(scope) or "ask"
     if decision == "deny":
         if mode == "plan":
-            return "Refused: the session is in plan mode (read-only)."
+            return ("Refused: the session is in plan mode (read-only): nothing may change. "
+                    "Deliver the plan with write_plan.")
         return "Refused: the user rejected this kind of call."
     if decision == "allow":
         return None
     options = permission_options(scope)
-    title = info.title
+    title = info.title + (PLAN_COMMAND if planned else "")
     links = [
         r for p, r in zip(info.paths, real, strict=True) if r != p and not tctx.inside_roots(r)
     ]

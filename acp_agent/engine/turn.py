@@ -64,12 +64,9 @@ class StepResult:
 
 
 async def before_request(ctx: TurnContext) -> None:
-    """Before every model request of a turn (mid-turn too): tell the model of a mode
-    change, stub old large results past ``prune_at``, compact past ``compact_at``."""
+    """Before every model request of a turn (mid-turn too): stub old large results past
+    ``prune_at``, compact past ``compact_at``."""
     session = ctx.session
-    note = mode_note(session)  # the mode changed since the model was told
-    if note is not None:
-        session.add_message(UserMessage([TextPart(note)]))
     prune(session, window(ctx), ctx.limits.prune_at)
     await maybe_compact(ctx)
 
@@ -77,6 +74,9 @@ async def before_request(ctx: TurnContext) -> None:
 async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
     """Run one turn; returns the stop reason and the turn's token usage."""
     session = ctx.session
+    note = mode_note(session)  # the mode changed since the model was told: before the text
+    if note is not None:
+        user = UserMessage([TextPart(note), *user.parts])
     session.add_message(user)
     totals = t.Usage(total_tokens=0, input_tokens=0, output_tokens=0)
     made_room = False

@@ -10,7 +10,7 @@ model request; :func:`window` is the context window the turn works within.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,12 +18,13 @@ from ..conversation import ToolCallPart
 from ..providers.base import ModelProvider, ModelRequest
 from ..providers.models import ModelInfo
 from .context import context_estimate
-from .permissions import Rules, offered
+from .permissions import Rules
 
 if TYPE_CHECKING:
     from ..client import Client
     from ..sessions.session import Session
     from ..tools.base import Toolset
+    from ..tools.usershell import LoginEnvironment
 
 THINKING_LEVELS = ("off", "low", "medium", "high")
 #: The least an answer is given, however full the context (then the window decides).
@@ -60,6 +61,11 @@ class TurnContext:
     limits: TurnLimits = field(default_factory=TurnLimits)
     env: Mapping[str, str] | None = None
     """The environment of the commands tools start (the agent's, without its secrets)."""
+    login_env: Callable[[], Awaitable[LoginEnvironment]] | None = None
+    """The session's login-shell environment, read on first use (``tools.usershell``)."""
+    outputs: str | None = None
+    """Where cut command outputs are saved whole (the session's, under the state
+    directory); ``None``: not saved."""
     interrupted_by: Callable[[], str | None] = _by_the_user
     """While the turn unwinds from a cancellation: why, when it was not the user (the turn
     ran out of time), for the tool calls and the history it leaves behind."""
@@ -88,13 +94,12 @@ def request_of(ctx: TurnContext) -> ModelRequest:
     thinking = session.thinking if session.thinking in THINKING_LEVELS else "off"
     if not ctx.model.supports_thinking:
         thinking = "off"  # never sent to a model that rejects it
-    mode = session.root.mode
     # the answer's room counts against the window too: never ask for more than is left
     room = window(ctx) - context_estimate(session) * 6 // 5 - 256  # the estimate is rough
     return ModelRequest(
         system=ctx.system,
         messages=list(session.history),
-        tools=[t.spec for t in ctx.tools.tools() if offered(mode, t.kind, t.spec.name)],
+        tools=ctx.tools.specs(),  # the same in every mode: refusals are the policy's
         thinking=thinking,  # type: ignore[arg-type]
         max_tokens=max(MIN_ANSWER_TOKENS, min(ctx.model.max_output_tokens, room)),
         cache_key=session.id if ctx.limits.prompt_cache else None,

@@ -37,6 +37,7 @@ from ..sessions.registry import OpenSessions
 from ..sessions.session import Session
 from ..tools import Toolset, builtin_tools
 from ..tools.ask import NAME as ASK_USER
+from ..tools.usershell import LoginEnvironment, login_environment, user_shell
 from .background import Background
 from .warmup import Warmup
 
@@ -65,6 +66,9 @@ class Turns:
             weakref.WeakKeyDictionary()
         )  # a session's system prompt built before its first turn, with its mode and model
         self._told_refused: set[tuple[str, str]] = set()  # (session id, file) told once
+        self._login: weakref.WeakKeyDictionary[Session, asyncio.Future[LoginEnvironment]] = (
+            weakref.WeakKeyDictionary()
+        )  # each top-level session's login environment, read once
 
     async def context(self, session: Session, client: Client | None = None) -> TurnContext:
         """Everything a turn of ``session`` needs (``client``: the editor as this
@@ -74,8 +78,9 @@ class Turns:
         await self.models.learn_limits(session.model)
         tools = self.tools_for(session)
         ahead = self._prebuilt.pop(session, None)
-        if ahead and session.system_text is ahead[0] and (session.mode, session.model) != ahead[1:]:
-            session.system_text = None  # changed since it was built ahead: build it now
+        if (ahead and session.system_text is ahead[0] and not session.history
+                and (session.mode, session.model) != ahead[1:]):  # fmt: skip
+            session.system_text = None  # changed since it was built ahead, unused: build it now
         system = await self.system_prompt(session)
         session.frame_tokens = frame_tokens(system, tools.specs())
         limits = config.limits
@@ -94,7 +99,41 @@ class Turns:
                 compact_at=limits.compact_at,
             ),
             env=self.child_env,
+            login_env=functools.partial(self.login, session),
+            outputs=self.outputs_dir(session),
         )
+
+    def outputs_dir(self, session: Session) -> str:
+        """Where the session's cut command outputs are saved whole (its top-level
+        session's; removed with it: ``Store.delete``)."""
+        return os.path.join(os.path.dirname(self.sessions.store.root), "outputs",
+                            session.root.id)  # fmt: skip
+
+    async def login(self, session: Session) -> LoginEnvironment:
+        """The environment of the user's login shell, read once per top-level session
+        (``tools.usershell``), under the same secret filter as the agent's own."""
+        root = session.root
+        pending = self._login.get(root)
+        if pending is None:
+            pending = asyncio.ensure_future(
+                login_environment(user_shell(), root.cwd, self.child_env)
+            )
+            self._login[root] = pending
+        got = await asyncio.shield(pending)
+        if got.env is None:
+            return got
+        return LoginEnvironment(child_environ(self.models.config, got.env))
+
+    def shell_line(self) -> str:
+        """What the environment section says of the shell: exactly what runs."""
+        shell = user_shell()
+        runs = f"commands run as `{shell.path} -c <command>` ({shell.why})"
+        if self.client.allows("terminal/create"):
+            return f"{runs} in the editor's terminal, with the editor's environment"
+        if shell.name == "sh":
+            return f"{runs}, with the agent's environment"
+        return (f"{runs}, with the environment of your login shell (`{shell.path} -l`), read "
+                "once when the first command runs")  # fmt: skip
 
     async def system_prompt(self, session: Session) -> str:
         """The session's system prompt (``instructions``; git run with the commands'
@@ -114,6 +153,7 @@ class Turns:
             configured=self.models.config.system_prompt,
             env=self.child_env,
             refused=refused,
+            shell=self.shell_line(),
         )
 
     def facts(self, session: Session) -> ModelInfo:

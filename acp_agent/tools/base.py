@@ -26,6 +26,7 @@ from ..client import Client
 from ..conversation import ImagePart, ToolSpec
 from ..errors import ToolError
 from ..protocol import types as t
+from .usershell import LoginEnvironment
 
 ToolKind: TypeAlias = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
@@ -49,6 +50,12 @@ class ToolContext:
     the turn passes it without the agent's secrets (see ``childenv``)."""
     images: bool = False
     """The model accepts images (read_file returns an image as one)."""
+    login_env: Callable[[], Awaitable[LoginEnvironment]] | None = None
+    """The session's login-shell environment (read once, on first use: ``usershell``);
+    commands run with it on the local route. ``None``: with ``env``."""
+    outputs: str | None = None
+    """The session's directory of saved command outputs (``output``): read without asking;
+    ``None``: outputs are not saved."""
     prepared: Any = None
     """What ``Tool.prepare`` worked out for this call (its ``Preview.state``)."""
     checked: dict[str, str] = field(default_factory=dict)
@@ -77,6 +84,11 @@ class ToolContext:
         """Whether ``path`` (after resolving symlinks) lies inside the session's roots."""
         real = self.real(path)
         return any(within(real, os.path.realpath(root)) for root in self.roots)
+
+    def saved_output(self, path: str) -> bool:
+        """Whether ``path`` (after resolving symlinks) is one of the session's saved
+        command outputs (reading them asks nothing)."""
+        return self.outputs is not None and within(self.real(path), os.path.realpath(self.outputs))
 
     def display(self, path: str) -> str:
         """Project-relative form of ``path`` for titles."""
@@ -124,6 +136,9 @@ class ToolOutput:
     raw_output: Any = None
     images: list[ImagePart] = field(default_factory=list)
     locations: list[t.ToolCallLocation] | None = None
+    is_error: bool = False
+    """The call failed although it ran (a command that timed out or was killed): the
+    model reads it as an error, the user sees the call failed."""
 
 
 class Tool(Protocol):

@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 from acp_agent.tools.budget import (
-    COMMAND_MAX_BYTES,
-    HeadTail,
-    bound_output,
     cut_line,
+    estimate_tokens,
     fit,
     glob_marker,
     list_marker,
@@ -15,9 +13,6 @@ from acp_agent.tools.budget import (
     read_window,
     walk_marker,
 )
-
-HINT = ("To see all of it, redirect the output to a file (`cmd > out.log 2>&1`) and read it "
-        "in parts with read_file (offset/limit) or grep.")
 
 
 def test_cut_line() -> None:
@@ -38,29 +33,13 @@ def test_read_window_limit_and_markers() -> None:
     assert whole.entries == ["     1\ta", "     2\tb"] and read_markers(whole, 2) == []
 
 
-def test_head_tail_keeps_both_ends_and_counts_what_it_cut() -> None:
-    capture = HeadTail(limit=40)
-    for i in range(1, 101):
-        capture.feed(f"line {i:03}\n".encode())
-    text, cut = capture.render()
-    assert cut
-    assert text == ("line 001\nline 002\n"  # lines 3-98 (96 x 9 bytes) omitted
-                    f"[... 864 bytes (96 lines) of output omitted. {HINT}]\n"
-                    "line 099\nline 100\n")
-    small = HeadTail(limit=40)
-    small.feed(b"short\n")
-    assert small.render() == ("short\n", False)
-
-
-def test_bound_output_and_the_editors_cut() -> None:
-    assert bound_output("ok\n") == ("ok\n", False)
-    assert bound_output("ok\n", editor_cut=True) == (
-        "[The editor's terminal cut the beginning of the output (it keeps the last 30,000 "
-        f"bytes). {HINT}]\nok\n", True)
-    big = "".join(f"{i}\n" for i in range(40_000))
-    out, cut = bound_output(big)
-    assert cut and out.startswith("0\n1\n") and out.endswith("39999\n")
-    assert len(out.encode()) <= COMMAND_MAX_BYTES + 300
+def test_estimate_tokens_counts_as_tokenizers_split() -> None:
+    """Numbers in groups of three, letters four a token, each newline and punctuation
+    character one, a single space joined to the word after it."""
+    assert estimate_tokens("12345\n") == 3
+    assert estimate_tokens("hello world\n") == 2 + 2 + 1
+    assert estimate_tokens("def f():\n\treturn x\n") == 1 + 1 + 3 + 1 + 1 + 2 + 1 + 1
+    assert estimate_tokens("") == 0
 
 
 def test_listing_markers() -> None:

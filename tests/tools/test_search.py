@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -378,8 +379,8 @@ async def test_rg_is_found_or_missing_clearly(monkeypatch: pytest.MonkeyPatch) -
 
     assert Path(_rg.rg_binary()).parent == Path(sys.executable).parent
     _rg.rg_binary.cache_clear()
-    monkeypatch.setattr(_rg.sysconfig, "get_path", lambda *a: "/nonexistent")
-    monkeypatch.setattr(_rg.sys, "executable", "/nonexistent/python")
+    monkeypatch.setattr(sysconfig, "get_path", lambda *a: "/nonexistent")
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     monkeypatch.setenv("PATH", "/nonexistent")
     try:
         with pytest.raises(ToolError, match=r"need ripgrep.*Reinstall acp-agent"):
