@@ -52,6 +52,8 @@ class ModelOverride(_Section, frozen=True):
     cached_input_price: float | None = None
     cache_write_price: float | None = None
     supports_images: bool | None = None
+    tool_style: Literal["standard", "codex"] | None = None
+    """The model's tool set (``providers.models.ModelInfo.tool_style``)."""
 
 
 class Limits(_Section, frozen=True):

@@ -24,9 +24,9 @@ async def server() -> AsyncIterator[FakeLLMServer]:
 
 def edit_call(route: Route, call_id: str) -> ToolCall:
     """A call that writes a file, in the route's edit format."""
-    if route.name == "responses":
+    if route.name == "responses":  # a custom tool: the patch itself
         patch = "*** Begin Patch\n*** Add File: planned.txt\n+x\n*** End Patch\n"
-        return ToolCall(call_id, "apply_patch", json.dumps({"input": patch}))
+        return ToolCall(call_id, "apply_patch", patch)
     return ToolCall(call_id, "write_file", json.dumps({"path": "planned.txt", "content": "x"}))
 
 

@@ -61,7 +61,7 @@ class Turns:
         self.warmup = warmup
         self.subagents = Subagents(client, self.context, sessions)
         self._rules: dict[str, Rules] = {}
-        self._tools: Toolset | None = None
+        self._tools: dict[str, Toolset] = {}  # by tool style
         self._prebuilt: weakref.WeakKeyDictionary[Session, tuple[str, str, str]] = (
             weakref.WeakKeyDictionary()
         )  # a session's system prompt built before its first turn, with its mode and model
@@ -198,17 +198,19 @@ class Turns:
         return rules
 
     def tools_for(self, session: Session) -> Toolset:
-        """The built-in tools and the session's MCP tools (which of them the model is
-        offered depends on the mode: ``permissions.offered``); ``ask_user`` only for a
+        """The built-in tools of the session model's tool style (``ModelInfo.tool_style``)
+        and the session's MCP tools, the same in every mode; ``ask_user`` only for a
         client that takes form elicitations. MCP tools follow the servers' changes."""
-        if self._tools is None:  # after initialize: the client's capabilities are known
-            tools = builtin_tools(self.subagents.tool).tools()
+        style = self.facts(session).tool_style
+        built = self._tools.get(style)
+        if built is None:  # after initialize: the client's capabilities are known
+            tools = builtin_tools(self.subagents.tool, style=style).tools()
             if "form" not in elicitation_modes(self.client.capabilities):
                 tools = [tool for tool in tools if tool.spec.name != ASK_USER]  # asks by a form
-            self._tools = Toolset(tools)
+            built = self._tools[style] = Toolset(tools)
         if session.mcp is None:
-            return self._tools
-        return session.mcp.toolset(self._tools)
+            return built
+        return session.mcp.toolset(built)
 
     @functools.cached_property
     def child_env(self) -> dict[str, str]:

@@ -217,10 +217,12 @@ class BuiltinTool(Generic[A]):
     streamed: tuple[str, ...] = ()
     """Bulky string arguments (a file's content) that :meth:`describe` never reads: while
     the model is still writing them, the call is described without them."""
+    grammar: str | None = None
+    """A free-text tool's Lark grammar (see ``ToolSpec.grammar``)."""
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, json_schema(self.arguments))
+        return ToolSpec(self.name, self.description, json_schema(self.arguments), self.grammar)
 
     def parse(self, raw: Mapping[str, Any]) -> A:
         # A null stands for "not given" (models often send it for optional fields).

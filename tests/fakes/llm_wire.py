@@ -266,6 +266,11 @@ class Issuer(Protocol):
         """The item's encrypted content, or ``None`` when the request did not ask for it."""
         ...
 
+    @property
+    def custom(self) -> set[str]:
+        """The tools the request offered as custom tools (their calls are free text)."""
+        ...
+
     def followed(self, reasoning_id: str, item_id: str) -> None:
         """``item_id`` is the output item that came right after the reasoning item."""
         ...
@@ -391,6 +396,17 @@ def responses_events(steps: list[Step], model: str, issuer: Issuer) -> list[byte
             message_delta(step.text, "output_text")
         elif isinstance(step, Refusal):
             message_delta(step.text, "refusal")
+        elif isinstance(step, ToolCall) and step.name in issuer.custom:  # its text as is
+            call = {"id": issuer.new_id("ctc"), "type": "custom_tool_call",
+                    "status": "in_progress", "call_id": step.call_id, "name": step.name,
+                    "input": ""}  # fmt: skip
+            open_item(call)
+            at = {"item_id": call["id"], "output_index": len(done)}
+            for piece in _pieces(step.arguments, step.pieces):
+                emit("response.custom_tool_call_input.delta", **at, delta=piece)
+            emit("response.custom_tool_call_input.done", **at, input=step.arguments)
+            call["input"] = step.arguments
+            close_item()
         elif isinstance(step, ToolCall):
             call = {"id": issuer.new_id("fc"), "type": "function_call", "status": "in_progress",
                     "arguments": "", "call_id": step.call_id, "name": step.name}  # fmt: skip
