@@ -9,10 +9,11 @@ request (a stable prefix is what prompt caching pays off on), from:
 3. the environment: OS and shell, date, the workspace roots, git (branch, clean or
    not, at the start of the session: ``gitstate``, which runs nothing the repository
    configured), the model, the permission mode;
-4. project instructions: the nearest ``AGENTS.md`` from the session's directory up to
-   the repository root (``CLAUDE.md`` where there is none), the user's own
-   ``AGENTS.md`` in the config directory, and ``.acp-agent/instructions.md``; each cut at
-   :data:`MAX_INSTRUCTIONS_CHARS` with a note. Each is read through
+4. project instructions: the user's own ``AGENTS.md`` in the config directory, every
+   ``AGENTS.md`` from the repository root down to the session's directory (``CLAUDE.md``
+   where a directory has none; ``projectrules``: within a total budget, the outermost cut
+   first), and ``.acp-agent/instructions.md``; each cut at
+   ``MAX_INSTRUCTIONS_CHARS`` with a note. Each is read through
    ``projectfiles.read_project_text``: only inside the session's roots (the user's
    inside their configuration directory; one found above the roots exactly where it
    was found), never through a link leading elsewhere; a file refused is reported
@@ -37,14 +38,12 @@ from typing import TYPE_CHECKING
 
 from ..tools.usershell import choose
 from .gitstate import repo_root, state
-from .projectfiles import ProjectText, Refused, read_project_text
+from .projectfiles import Refused, read_project_text
+from .projectrules import MAX_INSTRUCTIONS_BYTES, bounded, chain
 
 if TYPE_CHECKING:
     from ..sessions.session import Session
 
-MAX_INSTRUCTIONS_CHARS = 16_000
-MAX_INSTRUCTIONS_BYTES = 4 * MAX_INSTRUCTIONS_CHARS  # at most this much of a file is read
-INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 
 #: What each mode lets the agent do, in the words the model reads.
 MODE_RULES = {
@@ -176,40 +175,16 @@ def _instruction_files(
         if isinstance(got, Refused):
             refused.append(got)
         else:
-            found.append((path, _bounded(got)))
+            found.append((path, bounded(got)))
 
     user_dir = config_dir(env)
     user = os.path.join(user_dir, "AGENTS.md")
     if os.path.lexists(user):
         read(user, [user_dir])
-    nearest = _nearest(cwd, root or cwd)
-    if nearest is not None:
-        read(nearest, [*roots, nearest])  # a file as a place: exactly that one
+    project, skipped = chain(cwd, root, roots)  # the repository root down to cwd
+    found += project
+    refused += skipped
     local = os.path.join(root or cwd, ".acp-agent", "instructions.md")
     if os.path.lexists(local):
         read(local, roots)
     return found, refused
-
-
-def _nearest(cwd: str, top: str) -> str | None:
-    """The nearest AGENTS.md from ``cwd`` up to ``top``; else the nearest CLAUDE.md."""
-    for name in INSTRUCTION_FILES:
-        here = os.path.abspath(cwd)
-        while True:
-            path = os.path.join(here, name)
-            if os.path.lexists(path):
-                return path
-            if here == os.path.abspath(top) or os.path.dirname(here) == here:
-                break
-            here = os.path.dirname(here)
-    return None
-
-
-def _bounded(got: ProjectText) -> str:
-    text = got.text
-    if got.cut or len(text) > MAX_INSTRUCTIONS_CHARS:
-        text = (
-            text[:MAX_INSTRUCTIONS_CHARS].rstrip()
-            + f"\n\n[Cut at {MAX_INSTRUCTIONS_CHARS:,} characters; read {got.path} for the rest.]"
-        )
-    return text.strip()

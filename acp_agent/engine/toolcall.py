@@ -21,6 +21,7 @@ from ..escaping import escaped, escaped_locations
 from ..protocol import UNSET
 from ..protocol import types as t
 from ..tools.base import CallInfo, Tool, ToolContext
+from .notices import notify
 from .permissions import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
@@ -29,6 +30,7 @@ from .permissions import (
     permission_options,
     scope_of,
 )
+from .projectrules import attachment
 
 if TYPE_CHECKING:
     from ..sessions.session import Session
@@ -173,6 +175,8 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
     except Exception as exc:
         log.exception("tool failed", tool=call.name)
         return await _fail(session, call, call_id, f"Internal error in {call.name}: {exc}")
+    if ctx.nested is not None and not out.is_error and tctx.checked:
+        out.text += await _nested_rules(ctx, list(tctx.checked.values()))
     await session.emit(
         t.ToolCallUpdateSessionUpdate(
             tool_call_id=call_id,
@@ -184,6 +188,17 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
     )
     parts: list[UserPart] = [TextPart(out.text), *out.images]
     return ToolResultMessage(call.call_id, call.name, parts, is_error=out.is_error)
+
+
+async def _nested_rules(ctx: TurnContext, paths: list[str]) -> str:
+    """The instruction files below the session's directory that this call's paths enter
+    for the first time, as text for its result; a file refused is told to the user."""
+    assert ctx.nested is not None
+    files, refused = await asyncio.to_thread(ctx.nested.for_paths, paths)
+    for refusal in refused:
+        await notify(ctx.client, ctx.session, "warning", "Instruction file skipped",
+                     escaped(f"{refusal.path}: {refusal.reason}."), fallback=True)  # fmt: skip
+    return "\n\n" + attachment(files, ctx.session.cwd) if files else ""
 
 
 async def _permit(

@@ -19,6 +19,7 @@ from ..providers.base import ModelProvider, ModelRequest
 from ..providers.models import ModelInfo
 from .context import context_estimate
 from .permissions import Rules
+from .projectrules import Nested
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -63,6 +64,9 @@ class TurnContext:
     """The environment of the commands tools start (the agent's, without its secrets)."""
     login_env: Callable[[], Awaitable[LoginEnvironment]] | None = None
     """The session's login-shell environment, read on first use (``tools.usershell``)."""
+    nested: Nested | None = None
+    """The session's instruction files below its directory, each attached to the first
+    tool result touching a path under it (``projectrules``)."""
     outputs: str | None = None
     """Where cut command outputs are saved whole (the session's, under the state
     directory); ``None``: not saved."""

@@ -26,6 +26,7 @@ from ..engine.instructions import system_prompt
 from ..engine.notices import notify
 from ..engine.permissions import Rules
 from ..engine.projectfiles import Refused
+from ..engine.projectrules import Nested
 from ..engine.subagents import Subagents
 from ..engine.world import TurnContext, TurnLimits
 from ..errors import ProviderError
@@ -69,6 +70,7 @@ class Turns:
         self._login: weakref.WeakKeyDictionary[Session, asyncio.Future[LoginEnvironment]] = (
             weakref.WeakKeyDictionary()
         )  # each top-level session's login environment, read once
+        self._nested: weakref.WeakKeyDictionary[Session, Nested] = weakref.WeakKeyDictionary()
 
     async def context(self, session: Session, client: Client | None = None) -> TurnContext:
         """Everything a turn of ``session`` needs (``client``: the editor as this
@@ -100,6 +102,7 @@ class Turns:
             ),
             env=self.child_env,
             login_env=functools.partial(self.login, session),
+            nested=self._nested.setdefault(session.root, Nested(session.root.cwd, session.roots)),
             outputs=self.outputs_dir(session),
         )
 
