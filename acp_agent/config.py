@@ -68,6 +68,16 @@ class Limits(_Section, frozen=True):
     prune_at: float = 0.6
     compact_at: float = 0.85
     prompt_cache: bool = True
+    web_timeout: float = 30.0
+    web_max_bytes: int = 5_000_000
+    web_max_chars: int = 50_000
+
+
+class Web(_Section, frozen=True):
+    enabled: bool = True
+    """Offer web_fetch to the model."""
+    allow_private: bool = False
+    """Let web_fetch reach private, loopback and link-local addresses."""
 
 
 class Config(_Section, frozen=True):
@@ -83,6 +93,7 @@ class Config(_Section, frozen=True):
     """Per-family settings, keyed by family name (the file's ``[<family>]`` sections)."""
     model_overrides: dict[str, ModelOverride] = {}
     limits: Limits = Limits()
+    web: Web = Web()
     offline_script: str | None = None
     keep_env: list[str] = []
     """Variables passed to commands although they look like secrets (see ``childenv``)."""
@@ -171,6 +182,10 @@ def validate(config: Config, source: str = "config") -> None:
     for name in ("first_event_timeout", "idle_timeout", "turn_timeout"):
         if getattr(config.limits, name) <= 0:
             raise ConfigError(f"{source}: `limits.{name.replace('_', '-')}` must be positive")
+    if config.limits.web_timeout <= 0 or config.limits.web_max_bytes < 1 or (
+            config.limits.web_max_chars < 1):  # fmt: skip
+        raise ConfigError(f"{source}: `limits.web-timeout`, `web-max-bytes` and `web-max-chars` "
+                          "must be positive")  # fmt: skip
     if config.limits.max_message_bytes < 1024:
         raise ConfigError(f"{source}: `limits.max-message-bytes` must be at least 1024")
 

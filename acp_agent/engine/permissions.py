@@ -25,6 +25,7 @@ what its option's name says (:class:`Scope`), nothing wider:
   other arguments, and never through wrappers (``env``, ``sh -c``, ``sudo``, ``xargs``,
   ``timeout``, ``nice``, ``nohup``, ``command``, ``exec``, ``eval``...);
 * file edits inside the session's roots: the directory of the file(s) and below;
+* a web fetch: that host (its scheme, port and path aside);
 * a tool without paths (an MCP tool): that tool.
 
 A call touching a path outside the roots is never offered "always" and never matched by
@@ -88,9 +89,10 @@ _SHELL_SYNTAX = frozenset(";&|$`()<>\n\\*?[]{}~#")
 class Scope(msgspec.Struct, frozen=True):
     """What an "always" answer to one call covers."""
 
-    kind: Literal["files", "command", "tool"]
+    kind: Literal["files", "command", "tool", "host"]
     target: str
-    """files: ``"<access>:<real directory>"``; command: ``"<cwd>\0<command>"``; tool: its name."""
+    """files: ``"<access>:<real directory>"``; command: ``"<cwd>\0<command>"``; tool: its
+    name; host: the host name (lower case)."""
     label: str
     """How the option names it: ``edits in src/``, ```npm test```, ```mcp__x__y```."""
 
@@ -112,8 +114,11 @@ class Scope(msgspec.Struct, frozen=True):
 def scope_of(
     tool: str, info: CallInfo, real_paths: list[str], cwd: str, display: Callable[[str], str]
 ) -> Scope | None:
-    """The scope of a call whose paths are all inside the roots (``None``: nothing an
-    "always" answer could safely cover)."""
+    """The scope of a call whose paths are all inside the roots, or of a web fetch
+    (``None``: nothing an "always" answer could safely cover)."""
+    if info.host is not None:
+        host = info.host.lower()
+        return Scope("host", host, f"fetches from {host}")
     if info.command is not None:
         command = info.command.strip()
         where = real_paths[0] if real_paths else cwd

@@ -121,6 +121,7 @@ def tool_context(ctx: TurnContext, call_id: str) -> ToolContext:
         images=ctx.model.supports_images,
         outputs=ctx.outputs,
         login_env=ctx.login_env,
+        web=ctx.web,
     )
 
 
@@ -215,14 +216,15 @@ async def _permit(
     (``ToolContext.checked``)."""
     session = ctx.session
     real = [tctx.check(p) for p in info.paths]
-    inside = all(
+    web = info.host is not None  # a read outside the roots, "always" per host
+    inside = not web and all(
         tctx.inside_roots(p) or (info.access == "read" and tctx.saved_output(p)) for p in real
     )
     mode = session.root.mode  # a subagent follows its parent's current mode
     decision = decide(mode, info.access, inside, tool.kind)
     planned = mode == "plan" and decision == "ask" and info.access == "execute"
     scope = None  # a command in plan mode is asked every time: never "always"
-    if inside and not planned:
+    if (inside or web) and not planned:
         scope = scope_of(tool.spec.name, info, real, session.cwd, tctx.display)
     if decision == "ask" and scope is not None:
         decision = ctx.rules.lookup(scope) or "ask"

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..sessions.session import Session
     from ..tools.base import Toolset
     from ..tools.usershell import LoginEnvironment
+    from ..tools.webfetch import WebSettings
 
 THINKING_LEVELS = ("off", "low", "medium", "high")
 #: The least an answer is given, however full the context (then the window decides).
@@ -64,6 +65,8 @@ class TurnContext:
     """The environment of the commands tools start (the agent's, without its secrets)."""
     login_env: Callable[[], Awaitable[LoginEnvironment]] | None = None
     """The session's login-shell environment, read on first use (``tools.usershell``)."""
+    web: WebSettings | None = None
+    """What web_fetch may do (``None``: web access is off)."""
     nested: Nested | None = None
     """The session's instruction files below its directory, each attached to the first
     tool result touching a path under it (``projectrules``)."""

@@ -39,9 +39,11 @@ from ..sessions.session import Session
 from ..tools import Toolset, builtin_tools
 from ..tools.ask import NAME as ASK_USER
 from ..tools.usershell import LoginEnvironment, login_environment, user_shell
+from ..tools.webfetch import WebFetch, WebSettings
 from .background import Background
 from .warmup import Warmup
 
+WEB_FETCH = WebFetch.name
 SHOW_WAIT_AFTER = 2.0
 """Seconds: a retry wait this long is shown as an agent message to a client without notices."""
 
@@ -103,6 +105,7 @@ class Turns:
             env=self.child_env,
             login_env=functools.partial(self.login, session),
             nested=self._nested.setdefault(session.root, Nested(session.root.cwd, session.roots)),
+            web=self.web,
             outputs=self.outputs_dir(session),
         )
 
@@ -210,10 +213,22 @@ class Turns:
             tools = builtin_tools(self.subagents.tool, style=style).tools()
             if "form" not in elicitation_modes(self.client.capabilities):
                 tools = [tool for tool in tools if tool.spec.name != ASK_USER]  # asks by a form
+            if self.web is None:
+                tools = [tool for tool in tools if tool.spec.name != WEB_FETCH]
             built = self._tools[style] = Toolset(tools)
         if session.mcp is None:
             return built
         return session.mcp.toolset(built)
+
+    @property
+    def web(self) -> WebSettings | None:
+        """What web_fetch may do (``None``: ``[web] enabled = false``)."""
+        config = self.models.config
+        if not config.web.enabled:
+            return None
+        limits = config.limits
+        return WebSettings(config.web.allow_private, limits.web_timeout, limits.web_max_bytes,
+                           limits.web_max_chars)  # fmt: skip
 
     @functools.cached_property
     def child_env(self) -> dict[str, str]:

@@ -30,6 +30,7 @@ BUILTIN: tuple[str, ...] = (
     "search.Glob",
     "search.Grep",
     "command.RunCommand",
+    "webfetch.WebFetch",
     "plan.UpdatePlan",
     "plan.WritePlan",
     "plan.DiscardPlan",

@@ -18,7 +18,7 @@ import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 import msgspec
 
@@ -27,6 +27,9 @@ from ..conversation import ImagePart, ToolSpec
 from ..errors import ToolError
 from ..protocol import types as t
 from .usershell import LoginEnvironment
+
+if TYPE_CHECKING:
+    from .webfetch import WebSettings
 
 ToolKind: TypeAlias = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
@@ -53,6 +56,8 @@ class ToolContext:
     login_env: Callable[[], Awaitable[LoginEnvironment]] | None = None
     """The session's login-shell environment (read once, on first use: ``usershell``);
     commands run with it on the local route. ``None``: with ``env``."""
+    web: WebSettings | None = None
+    """What web_fetch may do (``None``: web access is off)."""
     outputs: str | None = None
     """The session's directory of saved command outputs (``output``): read without asking;
     ``None``: outputs are not saved."""
@@ -113,6 +118,9 @@ class CallInfo:
     locations: tuple[t.ToolCallLocation, ...] = ()
     command: str | None = None
     """The command line it runs, if it runs one (an "always" answer covers exactly it)."""
+    host: str | None = None
+    """The web host it reaches (web_fetch): judged as a read outside the roots, an
+    "always" answer covering that host."""
     content: tuple[Any, ...] = ()
     """What the user is shown before approving (``Tool.prepare``'s preview: a diff)."""
 
