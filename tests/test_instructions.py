@@ -206,3 +206,23 @@ async def test_an_agents_md_below_the_workspace_comes_with_the_first_result_unde
     assert "SECRET" not in results[3] and "system-reminder" not in results[3]
     said = json.dumps(agent.updates_of(sid))
     assert "Instruction file skipped" in said and "outside the session" in said
+
+
+async def test_after_a_model_switch_the_system_prompt_names_the_new_model(
+    checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    server.enqueue(Reply([Text("a"), Finish("stop")]), Reply([Text("b"), Finish("stop")]))
+    config = tmp_path / "c.toml"
+    config.write_text('models = ["openai:gpt-4.1-mini"]\n')
+    agent = AgentProcess(checker, "--state-dir", state_dir, "--model", "openai:gpt-4.1",
+                         "--base-url", server.openai_url, "--config", str(config),
+                         env={"OPENAI_API_KEY": "k"})  # fmt: skip
+    async with agent:
+        await agent.initialize()
+        sid = await agent.new_session(workspace)
+        await agent.prompt(sid, "hi")
+        await agent.prompt(sid, "/model openai:gpt-4.1-mini")
+        await agent.prompt(sid, "again")
+    assert "- Model: openai:gpt-4.1\n" in system_of(server, 0)
+    assert "- Model: openai:gpt-4.1-mini\n" in system_of(server, 1)

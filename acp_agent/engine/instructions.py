@@ -57,9 +57,48 @@ MODE_RULES = {
 }
 
 
+#: The built-in prompt's parts that depend on the model's tools and on who reads it.
+VARIANTS: dict[str, dict[str, str]] = {
+    "editing": {
+        "standard": ("Make the smallest change that fully solves the task. Prefer `edit_file` "
+                     "for changes to existing files; `write_file` for new files or complete "
+                     "rewrites."),
+        "codex": ("Make the smallest change that fully solves the task, with `apply_patch` "
+                  "(files added, changed, moved and deleted, in one patch)."),
+    },
+    "edit_tool": {
+        "standard": ("`edit_file` replaces `old_string` with `new_string`; `old_string` must "
+                     "match the file exactly (copy it from `read_file` without the line "
+                     "numbers) and be unique unless `replace_all` is set. Include a few lines "
+                     "of context to make it unique."),
+        "codex": ("`apply_patch` takes a patch in its own format (its description shows it): "
+                  "copy each hunk's context and removed lines exactly from `read_file` "
+                  "(without the line numbers). A hunk that does not match changes nothing, "
+                  "and the error names it."),
+    },
+    "audience": {
+        "user": ("the user sees every tool call, its arguments and its result, and must "
+                 "approve edits and commands unless the permission mode says otherwise."),
+        "subagent": ("you are a subagent: another agent gave you this task and reads your "
+                     "final answer as its result. The user may not see your tool calls; edits "
+                     "and commands still ask for their approval unless the permission mode "
+                     "says otherwise."),
+    },
+}
+DELEGATE = ("- For a large, self-contained piece of investigation, `spawn_agent` can delegate "
+            "it to a subagent that starts with none of this conversation; give it a complete "
+            "prompt.\n")  # fmt: skip
+
+
 @cache
-def builtin() -> str:
-    return resources.files("acp_agent.prompts").joinpath("system.md").read_text("utf-8").strip()
+def builtin(style: str = "standard", subagent: bool = False, delegate: bool = True) -> str:
+    """The built-in prompt for a model of ``style`` (``ModelInfo.tool_style``); a
+    ``subagent``'s says whom it answers; ``delegate``: spawn_agent is offered."""
+    text = resources.files("acp_agent.prompts").joinpath("system.md").read_text("utf-8").strip()
+    return (text.replace("{editing}", VARIANTS["editing"][style])
+            .replace("{edit_tool}", VARIANTS["edit_tool"][style])
+            .replace("{audience}", VARIANTS["audience"]["subagent" if subagent else "user"])
+            .replace("{delegate}", DELEGATE if delegate else ""))  # fmt: skip
 
 
 async def system_prompt(
@@ -69,17 +108,20 @@ async def system_prompt(
     env: Mapping[str, str] = os.environ,
     refused: Callable[[Refused], Awaitable[None]] | None = None,
     shell: str | None = None,
+    style: str = "standard",
+    delegate: bool = True,
 ) -> str:
     """The session's system prompt (built on first use, then kept). ``env``: the
     environment commands get (git runs with it); ``refused`` hears of each instruction
     file that was not read (a link out of the roots, not text...); ``shell``: what the
-    environment section says of the shell commands run in."""
+    environment section says of the shell commands run in; ``style``: the model's tool
+    style; ``delegate``: spawn_agent is offered."""
     if session.system_text is None:
         facts = await asyncio.to_thread(_gather, session.cwd, session.roots, env)
         if shell is not None:
             facts = replace(facts, shell=shell)
         if session.system_text is None:  # the first built wins (it may have been built ahead)
-            session.system_text = compose(session, facts, configured)
+            session.system_text = compose(session, facts, configured, style, delegate)
             session.told_mode = session.mode
         if refused is not None:
             for refusal in facts.refused:
@@ -97,12 +139,14 @@ class Facts:
     refused: tuple[Refused, ...] = ()  # instruction files found but not read, and why
 
 
-def compose(session: Session, facts: Facts, configured: str | None = None) -> str:
+def compose(session: Session, facts: Facts, configured: str | None = None,
+            style: str = "standard", delegate: bool = True) -> str:  # fmt: skip
     client = session.client_prompt
     if client is not None and client.mode == "override":
         base = client.text
     else:
-        base = (configured or builtin()).replace("{cwd}", session.cwd)
+        own = builtin(style, session.parent is not None, delegate)
+        base = (configured or own).replace("{cwd}", session.cwd)
     parts = [base]
     if client is not None and client.mode == "append":
         parts.append(f"# Instructions from the editor\n\n{client.text}")

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 THINKING_LEVELS = ("off", "low", "medium", "high")
 #: The least an answer is given, however full the context (then the window decides).
 MIN_ANSWER_TOKENS = 1_024
+#: The room an answer should have: when the context leaves less, it is compacted first
+#: (rather than the answer's budget shrinking); at most the model's output limit and a
+#: quarter of the window.
+ANSWER_RESERVE = 8_192
 
 
 def _by_the_user() -> str | None:
@@ -95,14 +99,23 @@ def window(ctx: TurnContext) -> int:
     return min(ctx.model.context_window, limit) if limit else ctx.model.context_window
 
 
+def answer_room(ctx: TurnContext) -> int:
+    """What the window leaves for the answer after the context (the estimate is rough)."""
+    return window(ctx) - context_estimate(ctx.session) * 6 // 5 - 256
+
+
+def answer_reserve(ctx: TurnContext) -> int:
+    """The room an answer should have (see :data:`ANSWER_RESERVE`)."""
+    return min(ctx.model.max_output_tokens, ANSWER_RESERVE, window(ctx) // 4)
+
+
 def request_of(ctx: TurnContext) -> ModelRequest:
     """The next model request of the turn: the session's history as it stands."""
     session = ctx.session
     thinking = session.thinking if session.thinking in THINKING_LEVELS else "off"
     if not ctx.model.supports_thinking:
         thinking = "off"  # never sent to a model that rejects it
-    # the answer's room counts against the window too: never ask for more than is left
-    room = window(ctx) - context_estimate(session) * 6 // 5 - 256  # the estimate is rough
+    room = answer_room(ctx)  # never ask for more than is left
     return ModelRequest(
         system=ctx.system,
         messages=list(session.history),

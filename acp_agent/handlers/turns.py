@@ -27,7 +27,7 @@ from ..engine.notices import notify
 from ..engine.permissions import Rules
 from ..engine.projectfiles import Refused
 from ..engine.projectrules import Nested
-from ..engine.subagents import Subagents
+from ..engine.subagents import MAX_DEPTH, Subagents
 from ..engine.world import TurnContext, TurnLimits
 from ..errors import ProviderError
 from ..escaping import escaped
@@ -64,7 +64,7 @@ class Turns:
         self.warmup = warmup
         self.subagents = Subagents(client, self.context, sessions)
         self._rules: dict[str, Rules] = {}
-        self._tools: dict[str, Toolset] = {}  # by tool style
+        self._tools: dict[tuple[str, bool], Toolset] = {}  # by tool style, spawning
         self._prebuilt: weakref.WeakKeyDictionary[Session, tuple[str, str, str]] = (
             weakref.WeakKeyDictionary()
         )  # a session's system prompt built before its first turn, with its mode and model
@@ -160,6 +160,8 @@ class Turns:
             env=self.child_env,
             refused=refused,
             shell=self.shell_line(),
+            style=self.facts(session).tool_style,
+            delegate=_depth(session) < MAX_DEPTH,
         )
 
     def facts(self, session: Session) -> ModelInfo:
@@ -208,14 +210,16 @@ class Turns:
         and the session's MCP tools, the same in every mode; ``ask_user`` only for a
         client that takes form elicitations. MCP tools follow the servers' changes."""
         style = self.facts(session).tool_style
-        built = self._tools.get(style)
+        spawns = _depth(session) < MAX_DEPTH  # a child's child would be one level too deep
+        built = self._tools.get((style, spawns))
         if built is None:  # after initialize: the client's capabilities are known
-            tools = builtin_tools(self.subagents.tool, style=style).tools()
+            extra = (self.subagents.tool,) if spawns else ()
+            tools = builtin_tools(*extra, style=style).tools()
             if "form" not in elicitation_modes(self.client.capabilities):
                 tools = [tool for tool in tools if tool.spec.name != ASK_USER]  # asks by a form
             if self.web is None:
                 tools = [tool for tool in tools if tool.spec.name != WEB_FETCH]
-            built = self._tools[style] = Toolset(tools)
+            built = self._tools[(style, spawns)] = Toolset(tools)
         if session.mcp is None:
             return built
         return session.mcp.toolset(built)
@@ -256,6 +260,14 @@ class Turns:
         self.tools_for(session)
         self.child_env  # noqa: B018 (built once: every family's secret names)
         log.debug("session prepared", session_id=session.id)
+
+
+def _depth(session: Session) -> int:
+    """How many sessions above ``session`` (a subagent's parent, and so on)."""
+    depth = 0
+    while session.parent is not None:
+        depth, session = depth + 1, session.parent
+    return depth
 
 
 def _seconds(delay: float) -> str:
