@@ -247,21 +247,16 @@ def _check_items(items: list[Any], has_tools: bool, stateless: bool, state: Resp
             _check_message(where, item)
         elif kind == "reasoning":
             _check_reasoning_item(where, items, i, stateless, state)
-        elif kind == "function_call":
-            for name in ("call_id", "name", "arguments"):
+        elif kind in ("function_call", "custom_tool_call"):
+            text = "arguments" if kind == "function_call" else "input"
+            for name in ("call_id", "name", text):
                 if not isinstance(item.get(name), str):
                     raise _Refused(
                         f"Missing required parameter: '{where}.{name}'.", f"{where}.{name}"
                     )
             calls.add(item["call_id"])
-        elif kind == "custom_tool_call":
-            for name in ("call_id", "name", "input"):
-                if not isinstance(item.get(name), str):
-                    raise _Refused(
-                        f"Missing required parameter: '{where}.{name}'.", f"{where}.{name}"
-                    )
-            calls.add(item["call_id"])
-            custom.add(item["call_id"])
+            if kind == "custom_tool_call":
+                custom.add(item["call_id"])
         elif kind in ("function_call_output", "custom_tool_call_output"):
             wanted = "custom tool call" if kind == "custom_tool_call_output" else "tool call"
             if item.get("call_id") not in calls or (
