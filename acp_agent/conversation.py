@@ -80,11 +80,16 @@ Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 
 
 class ToolSpec(msgspec.Struct, frozen=True):
-    """A tool offered to the model: ``parameters`` is a JSON Schema object."""
+    """A tool offered to the model: ``parameters`` is a JSON Schema object. ``grammar``
+    (a Lark grammar) marks a tool whose input is free text (``apply_patch``'s patch):
+    where the API has custom tools (OpenAI Responses) it is offered as one, its text
+    arriving as the argument named by the schema's only property; elsewhere as the
+    function ``parameters`` describe."""
 
     name: str
     description: str
     parameters: dict[str, Any]
+    grammar: str | None = None
 
 
 def estimate_tokens(messages: list[Message], system: str = "") -> int:

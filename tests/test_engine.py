@@ -239,6 +239,23 @@ class TestRequests:
         assert world.provider.requests[-1].max_tokens == INFO.max_output_tokens
 
 
+    async def test_a_nearly_full_window_is_compacted_not_answered_in_a_sliver(
+        self, tmp_path: Path
+    ) -> None:
+        """Below compact-at, but the room left for the answer is under its reserve (a
+        quarter of a 16 k window): the conversation is compacted first, and the answer
+        then gets its room (it used to get ~1.2 k tokens)."""
+        world = World(tmp_path, text("summary of it"), text("answer"))
+        world.info = msgspec.structs.replace(INFO, context_window=16_000,
+                                             max_output_tokens=16_000)  # fmt: skip
+        world.session.history.extend([UserMessage([TextPart("x" * 44_000)]),
+                                      AssistantMessage([TextPart("ok")])])  # fmt: skip
+        assert (await world.turn())[0] == "end_turn"
+        summary, answer = world.provider.requests
+        assert summary.max_tokens is not None and answer.max_tokens is not None
+        assert answer.max_tokens >= 4_000 and len(world.session.history) < 5
+
+
 class TestLiveToolCalls:
     async def test_a_call_is_shown_as_soon_as_the_model_starts_it(self, tmp_path: Path) -> None:
         from acp_agent.providers.base import ToolCallStarted

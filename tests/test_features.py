@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import pytest
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, Usage
-from .harness import AgentProcess, ResponseError
+from .harness import AgentProcess, ResponseError, select_kind
 from .limits import WAIT
 from .procs import gone
 from .schema_check import SchemaChecker
@@ -105,6 +105,7 @@ class TestSlashCommands:
              {"tool_call": {"name": "run_command", "arguments": {"command": "touch y.txt"}}},
              {"tool_call": {"name": "read_file", "arguments": {"path": "hello.txt"}}}],
             [{"text": "planned"}]])
+        agent.handlers["session/request_permission"] = select_kind("reject_once")
         async with agent:
             await agent.initialize()
             sid = await agent.new_session(workspace)
@@ -114,9 +115,11 @@ class TestSlashCommands:
                 for u in agent.updates_of(sid, "tool_call_update")
                 if u.get("status") in ("completed", "failed")
             }
-            assert sorted(finals.values()) == ["completed", "completed", "failed"]
+            assert sorted(finals.values()) == ["completed", "failed", "failed"]
+            # an edit is refused unasked; a command is asked for (here: rejected)
             asked = [r["params"]["toolCall"]["title"] for r in agent.client_requests]
-            assert asked == ["Run `touch y.txt` (sandboxed: read-only)"]  # the edit: refused
+            assert asked == ["Run `touch y.txt` (sandboxed: read-only) (plan mode: allow it only if"
+                             " it changes nothing)"]
             assert (
                 not (Path(workspace) / "x.txt").exists()
                 and not (Path(workspace) / "y.txt").exists()
@@ -128,7 +131,7 @@ class TestModesAgainstToolKinds:
         ("ask", {"edit", "execute"}, {"read", "edit", "execute"}),
         ("accept-edits", {"execute"}, {"read", "edit", "execute"}),
         ("auto", set(), {"read", "edit", "execute"}),  # the command in the sandbox
-        ("plan", {"execute"}, {"read", "execute"}),  # the command read-only, after asking
+        ("plan", {"execute"}, {"read", "execute"}),  # a command: asked for, every time
         ("bypass", set(), {"read", "edit", "execute"}),
     ])
     async def test_mode_policy(

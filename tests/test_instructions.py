@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from acp_agent.engine.instructions import MAX_INSTRUCTIONS_CHARS, builtin, system_prompt
+from acp_agent.engine.instructions import builtin, system_prompt
+from acp_agent.engine.projectrules import MAX_INSTRUCTIONS_CHARS
 from acp_agent.sessions.session import Session
 from acp_agent.tools import builtin_tools
 
@@ -23,6 +24,9 @@ from .schema_check import SchemaChecker
 async def prompt_of(cwd: Path, env: dict[str, str] | None = None, **kw: Any) -> str:
     async def emit(sid: str, update: Any) -> None:
         return None
+
+    if (top := kw.pop("git_root", None)) is not None:
+        subprocess.run(["git", "init", "-q", str(top)], check=True)
 
     session = Session("sess_x", str(cwd), emit, mode=kw.pop("mode", "ask"), model="openai:gpt-4.1")
     return await system_prompt(session, env=env or {}, **kw)
@@ -37,26 +41,43 @@ def test_the_fixed_overhead_stays_small() -> None:
 
 
 async def test_the_environment_block(tmp_path: Path) -> None:
-    text = await prompt_of(tmp_path, {"SHELL": "/bin/zsh"})
+    text = await prompt_of(tmp_path, {"SHELL": "/bin/bash"})
     assert text.startswith(builtin())
     assert f"Workspace root: {tmp_path}" in text
-    assert "shell: /bin/zsh" in text and "Model: openai:gpt-4.1" in text
+    assert "- Shell: commands run as `/bin/bash -c <command>`" in text
+    assert "Model: openai:gpt-4.1" in text
     assert "Git: not a git repository" in text
     assert "Permission mode: ask (reads run; every edit and command asks" in text
 
 
-async def test_git_state_and_the_nearest_agents_md(tmp_path: Path) -> None:
+async def test_git_state_and_every_agents_md_from_the_root_down(tmp_path: Path) -> None:
+    """Root first, the session's directory last; CLAUDE.md only where a directory has no
+    AGENTS.md; files below the session's directory are not in the system prompt."""
     repo = tmp_path / "repo"
-    (repo / "pkg" / "sub").mkdir(parents=True)
+    (repo / "pkg" / "sub" / "deeper").mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "-b", "trunk", str(repo)], check=True)
     (repo / "AGENTS.md").write_text("Root rules: run `make check`.\n")
     (repo / "pkg" / "AGENTS.md").write_text("Package rules: no new dependencies.\n")
     (repo / "pkg" / "CLAUDE.md").write_text("Claude rules.\n")
+    (repo / "pkg" / "sub" / "CLAUDE.md").write_text("Sub rules (CLAUDE.md).\n")
+    (repo / "pkg" / "sub" / "deeper" / "AGENTS.md").write_text("Deeper rules.\n")
     (repo / "untracked.txt").write_text("x")
     text = await prompt_of(repo / "pkg" / "sub")
     assert "a repository on branch trunk, 3 uncommitted change(s)" in text  # pkg/ is one
-    assert "Package rules" in text and "Root rules" not in text and "Claude rules" not in text
+    assert text.index("Root rules") < text.index("Package rules") < text.index("Sub rules")
+    assert "Claude rules" not in text and "Deeper rules" not in text
     assert f"# Instructions from {repo / 'pkg' / 'AGENTS.md'}" in text
+
+
+async def test_the_chain_has_a_total_budget_the_outermost_cut_first(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "AGENTS.md").write_text("R" * 15_000)
+    (tmp_path / "a" / "AGENTS.md").write_text("A" * 15_000)
+    (tmp_path / "a" / "b" / "AGENTS.md").write_text("B" * 15_000)
+    text = await prompt_of(tmp_path / "a" / "b", {}, git_root=tmp_path)
+    assert "B" * 15_000 in text and "A" * 15_000 in text  # the nearest two are whole
+    assert "R" * 2_000 in text and "R" * 2_001 not in text
+    assert f"[Cut at 2,000 characters; read {tmp_path / 'AGENTS.md'} for the rest.]" in text
 
 
 async def test_claude_md_when_there_is_no_agents_md_and_the_users_own(tmp_path: Path) -> None:
@@ -147,34 +168,61 @@ async def test_the_clients_system_prompt_append_override_and_errors(
         assert "Always answer in haiku." in system_of(server)
 
 
-async def test_plan_mode_offers_reading_and_mode_changes_reach_the_model(
+async def test_an_agents_md_below_the_workspace_comes_with_the_first_result_under_it(
     checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer
 ) -> None:
-    server.enqueue(
-        Reply([Text("ok"), Finish("stop")]),
-        Reply([ToolCall("c1", "write_file", json.dumps({"path": "x", "content": "x"})),
-               Finish("tool_calls")]),
-        Reply([Text("refused, fine"), Finish("stop")]),
-        Reply([Text("back"), Finish("stop")]),
-    )
+    """Once per session, attached to the result of the first call that touches a path
+    under its directory (outermost first); other results carry nothing."""
+    ws = Path(workspace)
+    (ws / "calc" / "ops").mkdir(parents=True)
+    (ws / "calc" / "AGENTS.md").write_text("Calc rules: keep it pure.\n")
+    (ws / "calc" / "ops" / "CLAUDE.md").write_text("Ops rules.\n")
+    (ws / "calc" / "ops" / "add.py").write_text("def add(a, b):\n    return a + b\n")
+    (ws / "calc" / "core.py").write_text("X = 1\n")
+    (ws.parent / "secret.txt").write_text("TOP SECRET\n")
+    (ws / "leak").mkdir()
+    (ws / "leak" / "AGENTS.md").symlink_to(ws.parent / "secret.txt")  # out of the roots
+    (ws / "leak" / "x.txt").write_text("x\n")
+
+    def read(call_id: str, path: str) -> Reply:
+        return Reply([ToolCall(call_id, "read_file", json.dumps({"path": path})),
+                      Finish("tool_calls")])  # fmt: skip
+
+    server.enqueue(read("c1", "hello.txt"), read("c2", "calc/ops/add.py"),
+                   read("c3", "calc/core.py"), read("c4", "leak/x.txt"),
+                   Reply([Text("ok"), Finish("stop")]))
     async with openai_agent(checker, state_dir, server) as agent:
         await agent.initialize()
         sid = await agent.new_session(workspace)
+        await agent.prompt(sid, "look")
+    results = [m["content"] for m in server.requests[-1].body["messages"] if m["role"] == "tool"]
+    assert "Rules" not in results[0] and "rules" not in results[0]
+    first = results[1]
+    assert first.index("<system-reminder>Instructions from calc/AGENTS.md, for the files "
+                       "under calc/") < first.index("Instructions from calc/ops/CLAUDE.md")
+    assert "Calc rules: keep it pure." in first and "Ops rules." in first
+    assert "rules" not in results[2]  # told once
+    assert "Calc rules" not in system_of(server)
+    assert "SECRET" not in results[3] and "system-reminder" not in results[3]
+    said = json.dumps(agent.updates_of(sid))
+    assert "Instruction file skipped" in said and "outside the session" in said
+
+
+async def test_after_a_model_switch_the_system_prompt_names_the_new_model(
+    checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    server.enqueue(Reply([Text("a"), Finish("stop")]), Reply([Text("b"), Finish("stop")]))
+    config = tmp_path / "c.toml"
+    config.write_text('models = ["openai:gpt-4.1-mini"]\n')
+    agent = AgentProcess(checker, "--state-dir", state_dir, "--model", "openai:gpt-4.1",
+                         "--base-url", server.openai_url, "--config", str(config),
+                         env={"OPENAI_API_KEY": "k"})  # fmt: skip
+    async with agent:
+        await agent.initialize()
+        sid = await agent.new_session(workspace)
         await agent.prompt(sid, "hi")
-        assert "write_file" in tools_of(server) and "run_command" in tools_of(server)
-        first_system = system_of(server)
-        await agent.request("session/set_mode", {"sessionId": sid, "modeId": "plan"})
-        await agent.prompt(sid, "plan it")
-        offered = tools_of(server)
-        assert "write_file" not in offered  # commands: read-only in the sandbox, asked
-        assert "run_command" in offered
-        assert {"read_file", "grep", "write_plan", "update_plan"} <= set(offered)
-        assert system_of(server) == first_system  # stable: the prefix caches
-        note = server.requests[-2].body["messages"][-1]
-        assert note["role"] == "user" and "now plan: read-only" in note["content"]
-        result = server.requests[-1].body["messages"][-1]
-        assert result["role"] == "tool" and "plan mode" in result["content"]
-        await agent.request("session/set_mode", {"sessionId": sid, "modeId": "ask"})
-        await agent.prompt(sid, "go")
-        assert "write_file" in tools_of(server)
-        assert "now ask" in server.requests[-1].body["messages"][-1]["content"]
+        await agent.prompt(sid, "/model openai:gpt-4.1-mini")
+        await agent.prompt(sid, "again")
+    assert "- Model: openai:gpt-4.1\n" in system_of(server, 0)
+    assert "- Model: openai:gpt-4.1-mini\n" in system_of(server, 1)

@@ -326,7 +326,7 @@ class TestExposed:
         agent = scripted([
             [spawn("Lead", "Delegate.")],  # parent
             [spawn("Worker", "Delegate again.")],  # child
-            [spawn("Too deep", "Nope.")],  # grandchild: refused without a model request
+            [spawn("Too deep", "Nope.")],  # grandchild: not offered, refused
             [{"text": "worker done"}],  # grandchild
             [{"text": "lead done"}],  # child
             [{"text": "all done"}],  # parent
@@ -339,7 +339,7 @@ class TestExposed:
             assert announced(agent, grandchild) == []
             assert_announced_first(agent, child, grandchild)
             [refused] = [u for u in tool_updates(agent, grandchild) if u.get("status") == "failed"]
-            assert "nest" in content_text(refused)
+            assert refused.get("name") == "spawn_agent"  # not offered there: an unknown tool
             assert content_text(tool_updates(agent, sid)[-1]) == "lead done"
             assert content_text(tool_updates(agent, child)[-1]) == "worker done"
 

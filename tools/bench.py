@@ -32,6 +32,11 @@ Measures (medians; baselines interleaved with what they are the baseline of):
   sandbox     a command through run_command's local route inside the sandbox
               (workspace-write, bubblewrap) against the same command outside it: `true` and
               a short `python -c` (bench_sandbox.py)
+  search      tokens and time of a grep and a glob over a git repository with a 5,000-file
+              venv/ and build/ in .gitignore: now (ripgrep) and before issue 25 (bench_tools.py)
+  output      tokens of a 100,000-line command output, now and before (bench_tools.py)
+  cache       six interleaved gpt-5 sessions on the Responses API with and without
+              prompt_cache_key: input cost as OpenAI bills it (bench_tools.py)
 
 The run ends with the issue-17 figures as ratios to their baselines, and the machine they
 came from (with its load average: other work on it moves every figure).
@@ -460,6 +465,18 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             from bench_sandbox import bench_sandbox
 
             out.update(await bench_sandbox(args.runs, tmp, median))
+        if only in (None, "search"):
+            from bench_tools import bench_search
+
+            out.update(bench_search(tmp, _export))
+        if only in (None, "output"):
+            from bench_tools import bench_output
+
+            out.update(bench_output(tmp, _export))
+        if only in (None, "cache"):
+            from bench_tools import bench_cache
+
+            out.update(await bench_cache(tmp, Agent, agent_cmd))
     return out
 
 
@@ -470,7 +487,8 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--chunks", type=int, default=20_000)
     measures = ["startup", "stream", "first", "coalesce", "concurrent", "list", "load", "cancel",
-                "exit", "encode", "sse", "cost", "context", "sandbox"]  # fmt: skip
+                "exit", "encode", "sse", "cost", "context", "sandbox", "search", "output",
+                "cache"]  # fmt: skip
     p.add_argument("--only", choices=measures)
     p.add_argument("--before", help="git revision to compare start-up, list and load with")
     args = p.parse_args()

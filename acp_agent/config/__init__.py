@@ -60,6 +60,8 @@ class ModelOverride(_Section, frozen=True):
     cached_input_price: float | None = None
     cache_write_price: float | None = None
     supports_images: bool | None = None
+    tool_style: Literal["standard", "codex"] | None = None
+    """The model's tool set (``providers.models.ModelInfo.tool_style``)."""
 
 
 class Limits(_Section, frozen=True):
@@ -74,6 +76,16 @@ class Limits(_Section, frozen=True):
     prune_at: float = 0.6
     compact_at: float = 0.85
     prompt_cache: bool = True
+    web_timeout: float = 30.0
+    web_max_bytes: int = 5_000_000
+    web_max_chars: int = 50_000
+
+
+class Web(_Section, frozen=True):
+    enabled: bool = True
+    """Offer web_fetch to the model."""
+    allow_private: bool = False
+    """Let web_fetch reach private, loopback and link-local addresses."""
 
 
 class SandboxSettings(_Section, frozen=True):
@@ -107,6 +119,7 @@ class Config(_Section, frozen=True):
     """Per-family settings, keyed by family name (the file's ``[<family>]`` sections)."""
     model_overrides: dict[str, ModelOverride] = {}
     limits: Limits = Limits()
+    web: Web = Web()
     offline_script: str | None = None
     keep_env: list[str] = []
     """Variables passed to commands although they look like secrets (see ``childenv``)."""
@@ -225,6 +238,12 @@ def validate(config: Config, source: str = "config") -> None:
     for name in ("first_event_timeout", "idle_timeout", "turn_timeout"):
         if getattr(limits, name) <= 0:
             raise bad_limit(name.replace("_", "-"), "positive")
+    if limits.web_timeout <= 0:
+        raise bad_limit("web-timeout", "positive")
+    if limits.web_max_bytes < 1:
+        raise bad_limit("web-max-bytes", "positive")
+    if limits.web_max_chars < 1:
+        raise bad_limit("web-max-chars", "positive")
     if limits.max_message_bytes < 1024:
         raise bad_limit("max-message-bytes", "at least 1024")
     for key, places in (("writable", config.sandbox.writable), ("hide", config.sandbox.hide)):

@@ -34,7 +34,7 @@ from ..protocol import types as t
 from ..providers.base import ModelProvider, ModelRequest, TextDelta, UsageReport
 from .context import MIN_CHARS, context_estimate, prunable
 from .notices import notify, shows_compaction
-from .world import TurnContext, request_of, window
+from .world import TurnContext, answer_reserve, answer_room, request_of, window
 
 if TYPE_CHECKING:
     from ..providers.models import ModelInfo
@@ -265,11 +265,14 @@ RETRY_GROWTH = 0.05
 
 async def maybe_compact(ctx: TurnContext) -> None:
     """Before a model request (mid-turn too): compact when the context passes
-    ``limits.compact_at`` of the window, unless a compaction just failed."""
+    ``limits.compact_at`` of the window, or leaves the answer less than its reserve
+    (``world.answer_reserve``: a full window is made room in, never answered in a few
+    hundred tokens), unless a compaction just failed."""
     session = ctx.session
     size = window(ctx)
     used = context_estimate(session)
-    if used < ctx.limits.compact_at * size or used < session.compact_after:
+    cramped = answer_room(ctx) < answer_reserve(ctx)
+    if (used < ctx.limits.compact_at * size and not cramped) or used < session.compact_after:
         return
     await notify(
         ctx.client,

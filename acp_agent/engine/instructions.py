@@ -9,17 +9,19 @@ request (a stable prefix is what prompt caching pays off on), from:
 3. the environment: OS and shell, date, the workspace roots, git (branch, clean or
    not, at the start of the session: ``gitstate``, which runs nothing the repository
    configured), the model, the permission mode;
-4. project instructions: the nearest ``AGENTS.md`` from the session's directory up to
-   the repository root (``CLAUDE.md`` where there is none), the user's own
-   ``AGENTS.md`` in the config directory, and ``.acp-agent/instructions.md``; each cut at
-   :data:`MAX_INSTRUCTIONS_CHARS` with a note. Each is read through
+4. project instructions: the user's own ``AGENTS.md`` in the config directory, every
+   ``AGENTS.md`` from the repository root down to the session's directory (``CLAUDE.md``
+   where a directory has none; ``projectrules``: within a total budget, the outermost cut
+   first), and ``.acp-agent/instructions.md``; each cut at
+   ``MAX_INSTRUCTIONS_CHARS`` with a note. Each is read through
    ``projectfiles.read_project_text``: only inside the session's roots (the user's
    inside their configuration directory; one found above the roots exactly where it
    was found), never through a link leading elsewhere; a file refused is reported
    (``Facts.refused``), never read.
 
-A later change of mode reaches the model as a short note with the next prompt
-(:func:`mode_note`), and plan mode offers only tools that read (see ``runtime``).
+A later change of mode reaches the model as a short note before the text of the next
+prompt (:func:`mode_note`, in a ``<system-reminder>``), never after it; the tools offered
+are the same in every mode (``permissions.decide`` refuses at the call).
 """
 
 from __future__ import annotations
@@ -30,21 +32,20 @@ import os
 import platform
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
 from ..escaping import escaped
+from ..tools.usershell import choose
 from .gitstate import repo_root, state
-from .projectfiles import ProjectText, Refused, read_project_text
+from .projectfiles import Refused, read_project_text
+from .projectrules import MAX_INSTRUCTIONS_BYTES, bounded, chain
 
 if TYPE_CHECKING:
     from ..sessions.session import Session
 
-MAX_INSTRUCTIONS_CHARS = 16_000
-MAX_INSTRUCTIONS_BYTES = 4 * MAX_INSTRUCTIONS_CHARS  # at most this much of a file is read
-INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 
 #: What each mode lets the agent do, in the words the model reads.
 MODE_RULES = {
@@ -56,25 +57,56 @@ MODE_RULES = {
         "else asks the user first"
     ),
     "plan": (
-        "read-only: explore and plan, and deliver the plan with write_plan; edits are not "
-        "available, and commands (when run_command is offered) run read-only in a sandbox "
-        "after the user approves"
+        "read-only: explore and plan, and deliver the plan with write_plan; edits are "
+        "refused, and a command runs only when the user allows it as one that changes "
+        "nothing (in a read-only sandbox when there is one)"
     ),
     "bypass": "everything runs without asking",
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ClientPrompt:
-    """A client's ``systemPrompt``: ``append`` or ``override``, and its text."""
-
-    mode: str
-    text: str
+#: The built-in prompt's parts that depend on the model's tools and on who reads it.
+VARIANTS: dict[str, dict[str, str]] = {
+    "editing": {
+        "standard": ("Make the smallest change that fully solves the task. Prefer `edit_file` "
+                     "for changes to existing files; `write_file` for new files or complete "
+                     "rewrites."),
+        "codex": ("Make the smallest change that fully solves the task, with `apply_patch` "
+                  "(files added, changed, moved and deleted, in one patch)."),
+    },
+    "edit_tool": {
+        "standard": ("`edit_file` replaces `old_string` with `new_string`; `old_string` must "
+                     "match the file exactly (copy it from `read_file` without the line "
+                     "numbers) and be unique unless `replace_all` is set. Include a few lines "
+                     "of context to make it unique."),
+        "codex": ("`apply_patch` takes a patch in its own format (its description shows it): "
+                  "copy each hunk's context and removed lines exactly from `read_file` "
+                  "(without the line numbers). A hunk that does not match changes nothing, "
+                  "and the error names it."),
+    },
+    "audience": {
+        "user": ("the user sees every tool call, its arguments and its result, and must "
+                 "approve edits and commands unless the permission mode says otherwise."),
+        "subagent": ("you are a subagent: another agent gave you this task and reads your "
+                     "final answer as its result. The user may not see your tool calls; edits "
+                     "and commands still ask for their approval unless the permission mode "
+                     "says otherwise."),
+    },
+}
+DELEGATE = ("- For a large, self-contained piece of investigation, `spawn_agent` can delegate "
+            "it to a subagent that starts with none of this conversation; give it a complete "
+            "prompt.\n")  # fmt: skip
 
 
 @cache
-def builtin() -> str:
-    return resources.files("acp_agent.prompts").joinpath("system.md").read_text("utf-8").strip()
+def builtin(style: str = "standard", subagent: bool = False, delegate: bool = True) -> str:
+    """The built-in prompt for a model of ``style`` (``ModelInfo.tool_style``); a
+    ``subagent``'s says whom it answers; ``delegate``: spawn_agent is offered."""
+    text = resources.files("acp_agent.prompts").joinpath("system.md").read_text("utf-8").strip()
+    return (text.replace("{editing}", VARIANTS["editing"][style])
+            .replace("{edit_tool}", VARIANTS["edit_tool"][style])
+            .replace("{audience}", VARIANTS["audience"]["subagent" if subagent else "user"])
+            .replace("{delegate}", DELEGATE if delegate else ""))  # fmt: skip
 
 
 async def system_prompt(
@@ -83,14 +115,22 @@ async def system_prompt(
     configured: str | None = None,
     env: Mapping[str, str] = os.environ,
     tell: Callable[[str, str], Awaitable[None]] | None = None,
+    shell: str | None = None,
+    style: str = "standard",
+    delegate: bool = True,
 ) -> str:
     """The session's system prompt (built on first use, then kept). ``env``: the
-    environment commands get (git runs with it); ``tell`` (a title, a description)
-    hears once per session of each instruction file that was not read, and why."""
+    environment commands get (git runs with it); ``tell`` (a title, a description) hears
+    once per session of each instruction file that was not read, and why; ``shell``: what
+    the environment section says of the shell commands run in; ``style``: the model's
+    tool style; ``delegate``: spawn_agent is offered."""
     if session.system_text is None:
         facts = await asyncio.to_thread(_gather, session.cwd, session.roots, env)
-        session.system_text = compose(session, facts, configured)
-        session.told_mode = session.mode
+        if shell is not None:
+            facts = replace(facts, shell=shell)
+        if session.system_text is None:  # the first built wins (it may have been built ahead)
+            session.system_text = compose(session, facts, configured, style, delegate)
+            session.told_mode = session.mode
         told = _told.setdefault(session, set())
         for refusal in facts.refused:
             if tell is not None and refusal.path not in told:
@@ -114,20 +154,22 @@ class Facts:
     refused: tuple[Refused, ...] = ()  # instruction files found but not read, and why
 
 
-def compose(session: Session, facts: Facts, configured: str | None = None) -> str:
+def compose(session: Session, facts: Facts, configured: str | None = None,
+            style: str = "standard", delegate: bool = True) -> str:  # fmt: skip
     client = session.client_prompt
     if client is not None and client.mode == "override":
         base = client.text
     else:
-        base = (configured or builtin()).replace("{cwd}", session.cwd)
+        own = builtin(style, session.parent is not None, delegate)
+        base = (configured or own).replace("{cwd}", session.cwd)
     parts = [base]
     if client is not None and client.mode == "append":
         parts.append(f"# Instructions from the editor\n\n{client.text}")
     roots = "\n".join(f"- Also: {d}" for d in session.additional_directories)
     parts.append(
         "# Environment\n\n"
-        f"- Operating system: {platform.system()} {platform.release()} ({platform.machine()});"
-        f" shell: {facts.shell}\n"
+        f"- Operating system: {platform.system()} {platform.release()} ({platform.machine()})\n"
+        f"- Shell: {facts.shell}\n"
         f"- Today's date: {datetime.date.today().isoformat()}\n"
         f"- Workspace root: {session.cwd} (relative paths resolve against it)\n"
         + (roots + "\n" if roots else "")
@@ -140,6 +182,11 @@ def compose(session: Session, facts: Facts, configured: str | None = None) -> st
     return "\n\n".join(parts)
 
 
+#: How the agent's own notes to the model are wrapped (they come before the user's text
+#: in a user message; the offline model skips them).
+REMINDER = "<system-reminder>{}</system-reminder>"
+
+
 def mode_note(session: Session) -> str | None:
     """A note for the model when the mode changed since it was last told (``None``
     when it knows); marks it told."""
@@ -147,7 +194,7 @@ def mode_note(session: Session) -> str | None:
         return None
     session.told_mode = session.mode
     rules = MODE_RULES.get(session.mode, session.mode)
-    return f"[The permission mode is now {session.mode}: {rules}.]"
+    return REMINDER.format(f"The permission mode is now {session.mode}: {rules}.")
 
 
 # ---------------------------------------------------------------------- the environment
@@ -159,7 +206,7 @@ def _gather(cwd: str, roots: Sequence[str], env: Mapping[str, str]) -> Facts:
     root = repo_root(cwd)
     files, refused = _instruction_files(cwd, root, roots, env)
     return Facts(
-        shell=env.get("SHELL") or "/bin/sh",
+        shell=f"commands run as `{choose(env).path} -c <command>`",
         git=state(root, cwd, env) if root else "not a git repository",
         files=tuple(files),
         refused=tuple(refused),
@@ -187,40 +234,16 @@ def _instruction_files(
         if isinstance(got, Refused):
             refused.append(got)
         else:
-            found.append((path, _bounded(got)))
+            found.append((path, bounded(got)))
 
     user_dir = config_dir(env)
     user = os.path.join(user_dir, "AGENTS.md")
     if os.path.lexists(user):
         read(user, [user_dir])
-    nearest = _nearest(cwd, root or cwd)
-    if nearest is not None:
-        read(nearest, [*roots, nearest])  # a file as a place: exactly that one
+    project, skipped = chain(cwd, root, roots)  # the repository root down to cwd
+    found += project
+    refused += skipped
     local = os.path.join(root or cwd, ".acp-agent", "instructions.md")
     if os.path.lexists(local):
         read(local, roots)
     return found, refused
-
-
-def _nearest(cwd: str, top: str) -> str | None:
-    """The nearest AGENTS.md from ``cwd`` up to ``top``; else the nearest CLAUDE.md."""
-    for name in INSTRUCTION_FILES:
-        here = os.path.abspath(cwd)
-        while True:
-            path = os.path.join(here, name)
-            if os.path.lexists(path):
-                return path
-            if here == os.path.abspath(top) or os.path.dirname(here) == here:
-                break
-            here = os.path.dirname(here)
-    return None
-
-
-def _bounded(got: ProjectText) -> str:
-    text = got.text
-    if got.cut or len(text) > MAX_INSTRUCTIONS_CHARS:
-        text = (
-            text[:MAX_INSTRUCTIONS_CHARS].rstrip()
-            + f"\n\n[Cut at {MAX_INSTRUCTIONS_CHARS:,} characters; read {got.path} for the rest.]"
-        )
-    return text.strip()

@@ -7,15 +7,22 @@ ask            run (inside roots)   ask                         ask; run at ``ap
 accept-edits   run (inside roots)   run inside roots, else ask  ask; run at ``approved``
 auto           run (inside roots)   run inside roots, else ask  run sandboxed at the session's
                                                                 ``sandbox`` level, unasked
-plan           run (inside roots)   refused                     ask; run ``read-only``
+plan           run (inside roots)   refused                     ask, every time, as a
+                                                                read-only command; run
+                                                                ``read-only`` when sandboxed
 bypass         run                  run                         run (``off``)
 =============  ===================  ==========================  ==============================
 
-Reads outside the session's roots ask in every mode but ``bypass``. ``approved`` is
+Reads outside the session's roots ask in every mode but ``bypass``. Every mode offers the
+model the same tools (a stable prefix caches; :func:`decide` refuses at the call): plan
+mode refuses edits and every other tool that may change something (an MCP tool not
+marked read-only), and asks before each command, the question saying that only a
+command that changes nothing should be allowed (no "always" there); with a sandbox the
+command runs ``read-only``, so the fence holds whatever was approved. ``approved`` is
 ``[sandbox] approved`` (default ``off``). Without a working sandbox ``auto`` is not
-offered and plan mode runs no command. A command the model asks to run outside the
-sandbox (``run_command``'s ``outside_sandbox``) always asks (plan: refused), and runs
-``off``; so does one whose level is ``off`` in ``auto`` (nothing runs unsandboxed unasked).
+offered. A command the model asks to run outside the sandbox (``run_command``'s
+``outside_sandbox``) always asks (plan: refused), and runs ``off``; so does one whose
+level is ``off`` in ``auto`` (nothing runs unsandboxed unasked).
 
 "Always" answers are remembered per project (:class:`Rules`), and each covers exactly
 what its option's name says (:class:`Scope`), nothing wider:
@@ -27,6 +34,7 @@ what its option's name says (:class:`Scope`), nothing wider:
   other arguments, and never through wrappers (``env``, ``sh -c``, ``sudo``, ``xargs``,
   ``timeout``, ``nice``, ``nohup``, ``command``, ``exec``, ``eval``...);
 * file edits inside the session's roots: the directory of the file(s) and below;
+* a web fetch: that host (its scheme, port and path aside);
 * a tool without paths (an MCP tool): that tool.
 
 A call touching a path outside the roots is never offered "always" and never matched by
@@ -77,19 +85,6 @@ REJECT_ONCE = "reject_once"
 REJECT_ALWAYS = "reject_always"
 
 
-#: Tool kinds plan mode offers the model (``think``: the plans); subagents too, since
-#: they follow their parent's mode.
-PLAN_KINDS = frozenset({"read", "search", "think", "fetch"})
-
-
-def offered(mode: str, kind: str, name: str, sandbox: bool = False) -> bool:
-    """Whether a tool is offered to the model in ``mode`` (plan mode: only reading, and
-    commands when they can run read-only in a ``sandbox``)."""
-    if mode != "plan" or kind in PLAN_KINDS or name == "spawn_agent":
-        return True
-    return sandbox and kind == "execute" and name == "run_command"
-
-
 def command_level(mode: str, session_level: Level, approved: Level) -> Level:
     """The sandbox level a command runs at in ``mode`` (``session_level``: the session's
     ``sandbox`` option, ``auto``'s; ``approved``: ``[sandbox] approved``)."""
@@ -101,16 +96,24 @@ def command_level(mode: str, session_level: Level, approved: Level) -> Level:
 
 
 def decide(
-    mode: str, access: Access, inside: bool, *, sandboxed: bool = False, leaving: bool = False
+    mode: str,
+    access: Access,
+    inside: bool,
+    kind: str = "other",
+    *,
+    sandboxed: bool = False,
+    leaving: bool = False,
 ) -> Decision:
-    """``sandboxed``: a command that will run in the sandbox; ``leaving``: one the model
-    asks to run outside it."""
+    """What the policy says of a call of ``access`` (``kind``: the tool's; plan mode asks
+    before a command, ``execute`` kind, and refuses every other change). ``sandboxed``:
+    a command that will run in the sandbox; ``leaving``: one the model asks to run
+    outside it."""
     if access == "none" or mode == "bypass":
         return "allow"
     if access == "read":
         return "allow" if inside else "ask"
     if mode == "plan":
-        return "ask" if access == "execute" and sandboxed and not leaving else "deny"
+        return "ask" if access == "execute" and kind == "execute" and not leaving else "deny"
     if leaving:
         return "ask"
     if access == "write" and mode in ("accept-edits", "auto") and inside:
@@ -120,16 +123,21 @@ def decide(
     return "ask"
 
 
+#: How a command is asked for in plan mode (the question's title ends with it).
+PLAN_COMMAND = " (plan mode: allow it only if it changes nothing)"
+
+
 _SHELL_SYNTAX = frozenset(";&|$`()<>\n\\*?[]{}~#")
 
 
 class Scope(msgspec.Struct, frozen=True):
     """What an "always" answer to one call covers."""
 
-    kind: Literal["files", "command", "tool"]
+    kind: Literal["files", "command", "tool", "host"]
     target: str
     """files: ``"<access>:<real directory>"``; command: ``"<cwd>\0<command>"`` (then
-    ``"\0<level>"`` when it runs sandboxed); tool: its name."""
+    ``"\0<level>"`` when it runs sandboxed); tool: its name; host: the host name (lower
+    case)."""
     label: str
     """How the option names it: ``edits in src/``, ```npm test```, ```mcp__x__y```."""
 
@@ -151,8 +159,11 @@ class Scope(msgspec.Struct, frozen=True):
 def scope_of(
     tool: str, info: CallInfo, real_paths: list[str], cwd: str, display: Callable[[str], str]
 ) -> Scope | None:
-    """The scope of a call whose paths are all inside the roots (``None``: nothing an
-    "always" answer could safely cover)."""
+    """The scope of a call whose paths are all inside the roots, or of a web fetch
+    (``None``: nothing an "always" answer could safely cover)."""
+    if info.host is not None:
+        host = info.host.lower()
+        return Scope("host", host, f"fetches from {host}")
     if info.command is not None:
         command = info.command.strip()
         where = real_paths[0] if real_paths else cwd

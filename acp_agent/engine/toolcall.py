@@ -15,20 +15,23 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .. import log
-from ..conversation import TextPart, ToolCallPart, ToolResultMessage
+from ..conversation import TextPart, ToolCallPart, ToolResultMessage, UserPart
 from ..errors import RemoteError, ToolError
 from ..escaping import escaped, escaped_locations
 from ..protocol import UNSET
 from ..protocol import types as t
 from ..tools.base import CallInfo, Tool, ToolContext
+from .notices import notify
 from .permissions import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
+    PLAN_COMMAND,
     command_level,
     decide,
     permission_options,
     scope_of,
 )
+from .projectrules import attachment
 
 if TYPE_CHECKING:
     from ..sessions.session import Session
@@ -124,6 +127,9 @@ def tool_context(ctx: TurnContext, call_id: str) -> ToolContext:
         env=ctx.env,
         images=ctx.model.supports_images,
         sandbox=sandbox,
+        outputs=ctx.outputs,
+        login_env=ctx.login_env,
+        web=ctx.web,
     )
 
 
@@ -178,16 +184,30 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
     except Exception as exc:
         log.exception("tool failed", tool=call.name)
         return await _fail(session, call, call_id, f"Internal error in {call.name}: {exc}")
+    if ctx.nested is not None and not out.is_error and tctx.checked:
+        out.text += await _nested_rules(ctx, list(tctx.checked.values()))
     await session.emit(
         t.ToolCallUpdateSessionUpdate(
             tool_call_id=call_id,
-            status="completed",
+            status="failed" if out.is_error else "completed",
             content=out.content or [_text(out.text)],
             raw_output=out.raw_output if out.raw_output is not None else {"output": out.text},
             locations=escaped_locations(out.locations) if out.locations is not None else UNSET,
         )
     )
-    return ToolResultMessage(call.call_id, call.name, [TextPart(out.text), *out.images])
+    parts: list[UserPart] = [TextPart(out.text), *out.images]
+    return ToolResultMessage(call.call_id, call.name, parts, is_error=out.is_error)
+
+
+async def _nested_rules(ctx: TurnContext, paths: list[str]) -> str:
+    """The instruction files below the session's directory that this call's paths enter
+    for the first time, as text for its result; a file refused is told to the user."""
+    assert ctx.nested is not None
+    files, refused = await asyncio.to_thread(ctx.nested.for_paths, paths)
+    for refusal in refused:
+        await notify(ctx.client, ctx.session, "warning", "Instruction file skipped",
+                     escaped(f"{refusal.path}: {refusal.reason}."), fallback=True)  # fmt: skip
+    return "\n\n" + attachment(files, ctx.session.cwd) if files else ""
 
 
 async def _permit(
@@ -204,12 +224,19 @@ async def _permit(
     (``ToolContext.checked``)."""
     session = ctx.session
     real = [tctx.check(p) for p in info.paths]
-    inside = all(tctx.inside_roots(p) for p in real)
+    web = info.host is not None  # a read outside the roots, "always" per host
+    inside = not web and all(
+        tctx.inside_roots(p) or (info.access == "read" and tctx.saved_output(p)) for p in real
+    )
     mode = session.root.mode  # a subagent follows its parent's current mode
     sandboxed = info.sandbox is not None
-    decision = decide(mode, info.access, inside, sandboxed=sandboxed, leaving=info.leaving)
-    scope = None  # leaving the sandbox is asked every time: never "always"
-    if inside and not info.leaving:
+    decision = decide(
+        mode, info.access, inside, tool.kind, sandboxed=sandboxed, leaving=info.leaving
+    )
+    planned = mode == "plan" and decision == "ask" and info.access == "execute"
+    # a command in plan mode, or one leaving the sandbox, is asked every time: no "always"
+    scope = None
+    if (inside or web) and not planned and not info.leaving:
         scope = scope_of(tool.spec.name, info, real, session.cwd, tctx.display)
     if decision == "ask" and scope is not None:
         if ctx.rules.path is not None:  # as the file stands now (forgotten elsewhere?)
@@ -219,12 +246,13 @@ async def _permit(
         if mode == "plan" and info.leaving:
             return "Refused: the session is in plan mode; nothing runs outside the sandbox."
         if mode == "plan":
-            return "Refused: the session is in plan mode (read-only)."
+            return ("Refused: the session is in plan mode (read-only): nothing may change. "
+                    "Deliver the plan with write_plan.")
         return "Refused: the user rejected this kind of call."
     if decision == "allow":
         return None
     options = permission_options(scope)
-    title = info.title
+    title = info.title + (PLAN_COMMAND if planned else "")
     links = [
         r for p, r in zip(info.paths, real, strict=True) if r != p and not tctx.inside_roots(r)
     ]

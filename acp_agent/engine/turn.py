@@ -65,14 +65,11 @@ class StepResult:
 
 
 async def before_request(ctx: TurnContext) -> None:
-    """Before every model request of a turn (mid-turn too): tell the model of a mode
-    change, stub old large results past ``prune_at``, compact past ``compact_at``, then
-    add the messages the client sent into the turn since the last request (after the
-    tool results: the calls in flight have finished; a stream is never cut for them)."""
+    """Before every model request of a turn (mid-turn too): stub old large results past
+    ``prune_at``, compact past ``compact_at``, then add the messages the client sent into
+    the turn since the last request (after the tool results: the calls in flight have
+    finished; a stream is never cut for them)."""
     session = ctx.session
-    note = mode_note(session)  # the mode changed since the model was told
-    if note is not None:
-        session.add_message(UserMessage([TextPart(note)]))
     prune(session, window(ctx), ctx.limits.prune_at)
     await maybe_compact(ctx)
     if ctx.steers is not None:
@@ -99,6 +96,9 @@ async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
 
 async def _requests(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
     session = ctx.session
+    note = mode_note(session)  # the mode changed since the model was told: before the text
+    if note is not None:
+        user = UserMessage([TextPart(note), *user.parts])
     session.add_message(user)
     totals = t.Usage(total_tokens=0, input_tokens=0, output_tokens=0)
     made_room = False

@@ -10,7 +10,7 @@ model request; :func:`window` is the context window the turn works within.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,18 +18,25 @@ from ..conversation import ToolCallPart
 from ..providers.base import ModelProvider, ModelRequest
 from ..providers.models import ModelInfo
 from .context import context_estimate
-from .permissions import Rules, offered
+from .permissions import Rules
+from .projectrules import Nested
 
 if TYPE_CHECKING:
     from ..client import Client
     from ..sessions.session import Session
     from ..sessions.steers import Steers
     from ..tools.base import Toolset
+    from ..tools.usershell import LoginEnvironment
+    from ..tools.webfetch import WebSettings
     from .sandboxing import Sandboxing
 
 THINKING_LEVELS = ("off", "low", "medium", "high")
 #: The least an answer is given, however full the context (then the window decides).
 MIN_ANSWER_TOKENS = 1_024
+#: The room an answer should have: when the context leaves less, it is compacted first
+#: (rather than the answer's budget shrinking); at most the model's output limit and a
+#: quarter of the window.
+ANSWER_RESERVE = 8_192
 
 
 def _by_the_user() -> str | None:
@@ -64,6 +71,16 @@ class TurnContext:
     """The environment of the commands tools start (the agent's, without its secrets)."""
     sandboxing: Sandboxing | None = None
     """The command sandbox (``None``: commands run unfenced)."""
+    login_env: Callable[[], Awaitable[LoginEnvironment]] | None = None
+    """The session's login-shell environment, read on first use (``tools.usershell``)."""
+    web: WebSettings | None = None
+    """What web_fetch may do (``None``: web access is off)."""
+    nested: Nested | None = None
+    """The session's instruction files below its directory, each attached to the first
+    tool result touching a path under it (``projectrules``)."""
+    outputs: str | None = None
+    """Where cut command outputs are saved whole (the session's, under the state
+    directory); ``None``: not saved."""
     interrupted_by: Callable[[], str | None] = _by_the_user
     """While the turn unwinds from a cancellation: why, when it was not the user (the turn
     ran out of time), for the tool calls and the history it leaves behind."""
@@ -89,20 +106,27 @@ def window(ctx: TurnContext) -> int:
     return min(ctx.model.context_window, limit) if limit else ctx.model.context_window
 
 
+def answer_room(ctx: TurnContext) -> int:
+    """What the window leaves for the answer after the context (the estimate is rough)."""
+    return window(ctx) - context_estimate(ctx.session) * 6 // 5 - 256
+
+
+def answer_reserve(ctx: TurnContext) -> int:
+    """The room an answer should have (see :data:`ANSWER_RESERVE`)."""
+    return min(ctx.model.max_output_tokens, ANSWER_RESERVE, window(ctx) // 4)
+
+
 def request_of(ctx: TurnContext) -> ModelRequest:
     """The next model request of the turn: the session's history as it stands."""
     session = ctx.session
     thinking = session.thinking if session.thinking in THINKING_LEVELS else "off"
     if not ctx.model.supports_thinking:
         thinking = "off"  # never sent to a model that rejects it
-    mode = session.root.mode
-    sandbox = ctx.sandboxing is not None and ctx.sandboxing.available
-    # the answer's room counts against the window too: never ask for more than is left
-    room = window(ctx) - context_estimate(session) * 6 // 5 - 256  # the estimate is rough
+    room = answer_room(ctx)  # never ask for more than is left
     return ModelRequest(
         system=ctx.system,
         messages=list(session.history),
-        tools=[t.spec for t in ctx.tools.tools() if offered(mode, t.kind, t.spec.name, sandbox)],
+        tools=ctx.tools.specs(),  # the same in every mode: refusals are the policy's
         thinking=thinking,  # type: ignore[arg-type]
         max_tokens=max(MIN_ANSWER_TOKENS, min(ctx.model.max_output_tokens, room)),
         cache_key=session.id if ctx.limits.prompt_cache else None,

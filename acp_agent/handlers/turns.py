@@ -25,8 +25,9 @@ from ..engine.context import frame_tokens
 from ..engine.instructions import system_prompt
 from ..engine.notices import notify
 from ..engine.permissions import Rules
+from ..engine.projectrules import Nested
 from ..engine.sandboxing import Sandboxing
-from ..engine.subagents import Subagents
+from ..engine.subagents import MAX_DEPTH, Subagents
 from ..engine.world import TurnContext, TurnLimits
 from ..errors import ProviderError
 from ..providers.models import ModelInfo
@@ -36,9 +37,12 @@ from ..sessions.registry import OpenSessions
 from ..sessions.session import Session
 from ..tools import Toolset, builtin_tools
 from ..tools.ask import NAME as ASK_USER
+from ..tools.usershell import LoginEnvironment, login_environment, user_shell
+from ..tools.webfetch import WebFetch, WebSettings
 from .background import Background
 from .warmup import Warmup
 
+WEB_FETCH = WebFetch.name
 SHOW_WAIT_AFTER = 2.0
 """Seconds: a retry wait this long is shown as an agent message to a client without notices."""
 
@@ -61,10 +65,14 @@ class Turns:
         self.warmup = warmup
         self.subagents = Subagents(client, self.context, sessions)
         self._rules: dict[str, Rules] = {}
-        self._tools: Toolset | None = None
+        self._tools: dict[tuple[str, bool], Toolset] = {}  # by tool style, spawning
         self._prebuilt: weakref.WeakKeyDictionary[Session, tuple[str, str, str]] = (
             weakref.WeakKeyDictionary()
         )  # a session's system prompt built before its first turn, with its mode and model
+        self._login: weakref.WeakKeyDictionary[Session, asyncio.Future[LoginEnvironment]] = (
+            weakref.WeakKeyDictionary()
+        )  # each top-level session's login environment, read once
+        self._nested: weakref.WeakKeyDictionary[Session, Nested] = weakref.WeakKeyDictionary()
 
     async def context(self, session: Session, client: Client | None = None) -> TurnContext:
         """Everything a turn of ``session`` needs (``client``: the editor as this
@@ -74,8 +82,9 @@ class Turns:
         await self.models.learn_limits(session.model)
         tools = self.tools_for(session)
         ahead = self._prebuilt.pop(session, None)
-        if ahead and session.system_text is ahead[0] and (session.mode, session.model) != ahead[1:]:
-            session.system_text = None  # changed since it was built ahead: build it now
+        if (ahead and session.system_text is ahead[0] and not session.history
+                and (session.mode, session.model) != ahead[1:]):  # fmt: skip
+            session.system_text = None  # changed since it was built ahead, unused: build it now
         system = await self.system_prompt(session)
         session.frame_tokens = frame_tokens(system, tools.specs())
         limits = config.limits
@@ -95,7 +104,43 @@ class Turns:
             ),
             env=self.child_env,
             sandboxing=self.sandboxing,
+            login_env=functools.partial(self.login, session),
+            nested=self._nested.setdefault(session.root, Nested(session.root.cwd, session.roots)),
+            web=self.web,
+            outputs=self.outputs_dir(session),
         )
+
+    def outputs_dir(self, session: Session) -> str:
+        """Where the session's cut command outputs are saved whole (its top-level
+        session's; removed with it: ``Store.delete``)."""
+        return os.path.join(os.path.dirname(self.sessions.store.root), "outputs",
+                            session.root.id)  # fmt: skip
+
+    async def login(self, session: Session) -> LoginEnvironment:
+        """The environment of the user's login shell, read once per top-level session
+        (``tools.usershell``), under the same secret filter as the agent's own."""
+        root = session.root
+        pending = self._login.get(root)
+        if pending is None:
+            pending = asyncio.ensure_future(
+                login_environment(user_shell(), root.cwd, self.child_env)
+            )
+            self._login[root] = pending
+        got = await asyncio.shield(pending)
+        if got.env is None:
+            return got
+        return LoginEnvironment(child_environ(self.models.config, got.env))
+
+    def shell_line(self) -> str:
+        """What the environment section says of the shell: exactly what runs."""
+        shell = user_shell()
+        runs = f"commands run as `{shell.path} -c <command>` ({shell.why})"
+        if self.client.allows("terminal/create"):
+            return f"{runs} in the editor's terminal, with the editor's environment"
+        if shell.name == "sh":
+            return f"{runs}, with the agent's environment"
+        return (f"{runs}, with the environment of your login shell (`{shell.path} -l`), read "
+                "once when the first command runs")  # fmt: skip
 
     async def system_prompt(self, session: Session) -> str:
         """The session's system prompt (``instructions``: git runs with the commands'
@@ -104,8 +149,15 @@ class Turns:
         async def tell(title: str, description: str) -> None:
             await notify(self.client, session, "warning", title, description, fallback=True)
 
-        configured, env = self.models.config.system_prompt, self.child_env
-        return await system_prompt(session, configured=configured, env=env, tell=tell)
+        return await system_prompt(
+            session,
+            configured=self.models.config.system_prompt,
+            env=self.child_env,
+            tell=tell,
+            shell=self.shell_line(),
+            style=self.facts(session).tool_style,
+            delegate=_depth(session) < MAX_DEPTH,
+        )
 
     def facts(self, session: Session) -> ModelInfo:
         """The session model's facts, its window within what the server said in a
@@ -149,17 +201,33 @@ class Turns:
         return rules
 
     def tools_for(self, session: Session) -> Toolset:
-        """The built-in tools and the session's MCP tools (which of them the model is
-        offered depends on the mode: ``permissions.offered``); ``ask_user`` only for a
+        """The built-in tools of the session model's tool style (``ModelInfo.tool_style``)
+        and the session's MCP tools, the same in every mode; ``ask_user`` only for a
         client that takes form elicitations. MCP tools follow the servers' changes."""
-        if self._tools is None:  # after initialize: the client's capabilities are known
-            tools = builtin_tools(self.subagents.tool).tools()
+        style = self.facts(session).tool_style
+        spawns = _depth(session) < MAX_DEPTH  # a child's child would be one level too deep
+        built = self._tools.get((style, spawns))
+        if built is None:  # after initialize: the client's capabilities are known
+            extra = (self.subagents.tool,) if spawns else ()
+            tools = builtin_tools(*extra, style=style).tools()
             if "form" not in elicitation_modes(self.client.capabilities):
                 tools = [tool for tool in tools if tool.spec.name != ASK_USER]  # asks by a form
-            self._tools = Toolset(tools)
+            if self.web is None:
+                tools = [tool for tool in tools if tool.spec.name != WEB_FETCH]
+            built = self._tools[(style, spawns)] = Toolset(tools)
         if session.mcp is None:
-            return self._tools
-        return session.mcp.toolset(self._tools)
+            return built
+        return session.mcp.toolset(built)
+
+    @property
+    def web(self) -> WebSettings | None:
+        """What web_fetch may do (``None``: ``[web] enabled = false``)."""
+        config = self.models.config
+        if not config.web.enabled:
+            return None
+        limits = config.limits
+        return WebSettings(config.web.allow_private, limits.web_timeout, limits.web_max_bytes,
+                           limits.web_max_chars)  # fmt: skip
 
     @functools.cached_property
     def child_env(self) -> dict[str, str]:
@@ -187,6 +255,14 @@ class Turns:
         self.tools_for(session)
         self.child_env  # noqa: B018 (built once: every family's secret names)
         log.debug("session prepared", session_id=session.id)
+
+
+def _depth(session: Session) -> int:
+    """How many sessions above ``session`` (a subagent's parent, and so on)."""
+    depth = 0
+    while session.parent is not None:
+        depth, session = depth + 1, session.parent
+    return depth
 
 
 def _seconds(delay: float) -> str:

@@ -224,9 +224,13 @@ class OfflineProvider:
 
 
 def _last_user_text(messages: list[Message]) -> str:
+    """The user's own words in the last prompt (the agent's ``<system-reminder>`` notes
+    that may come before them are not the user's)."""
     for m in reversed(messages):
         if isinstance(m, UserMessage):
-            return " ".join(p.text for p in m.parts if isinstance(p, TextPart)).strip()
+            texts = [p.text for p in m.parts if isinstance(p, TextPart)
+                     and not p.text.startswith("<system-reminder>")]  # fmt: skip
+            return " ".join(texts).strip()
     return ""
 
 

@@ -12,6 +12,13 @@ followed it). A reasoning item is sent only when an output item of its answer (a
 call) follows it, and only to the model that produced it. Reasoning summaries stream as
 thoughts; ``reasoning.effort`` comes from the thinking level.
 
+A tool with a grammar (``ToolSpec.grammar``: ``apply_patch``) is offered to a GPT-5 or
+codex model at OpenAI as a custom tool, whose input is free text held to that grammar:
+its call arrives as a ``custom_tool_call`` (the text becomes the call's one argument) and
+goes back as one, with a ``custom_tool_call_output``. Elsewhere it is a function. At
+OpenAI the session's id goes as ``prompt_cache_key``: requests that grow one
+conversation reach the servers holding its cached prefix.
+
 Everything around the stream (client, key, base URL, limits discovery, errors) is
 :class:`OpenAIProvider`'s.
 """
@@ -51,19 +58,28 @@ from .base import (
     ToolCallStarted,
     UsageReport,
 )
-from .models import is_reasoning_model
+from .models import is_reasoning_model, takes_custom_tools
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 MIN_OUTPUT_TOKENS = 16  # the API's minimum for max_output_tokens
+#: The argument a custom tool call's text becomes (``apply_patch``'s ``input``).
+CUSTOM_INPUT = "input"
 
 
 class ResponsesProvider(OpenAIProvider):
     """An OpenAI model through ``/v1/responses`` (chosen by :func:`.openai.build_compatible`)."""
 
+    def custom_tools(self, request: ModelRequest) -> set[str]:
+        """The tools offered as custom tools (see the module's docstring)."""
+        if not (self._official and takes_custom_tools(self.model)):
+            return set()
+        return {t.name for t in request.tools if t.grammar}
+
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
-        items = to_responses_input(request, self.name)
+        custom = self.custom_tools(request)
+        items = to_responses_input(request, self.name, custom)
         params: dict[str, Any] = {
             "model": self.model,
             "input": items,
@@ -74,8 +90,10 @@ class ResponsesProvider(OpenAIProvider):
             params["instructions"] = request.system
         if request.tools:
             params["tools"] = [
-                _function(t.name, t.description, t.parameters) for t in request.tools
-            ]
+                _custom(t.name, t.description, t.grammar or "") if t.name in custom
+                else _function(t.name, t.description, t.parameters)
+                for t in request.tools
+            ]  # fmt: skip
         elif called := sorted({i["name"] for i in items if i.get("type") == "function_call"}):
             # History with calls but nothing to offer (a compaction summary): the API wants
             # the functions declared; they are, and the model may not call them.
@@ -87,6 +105,8 @@ class ResponsesProvider(OpenAIProvider):
             params["include"] = ["reasoning.encrypted_content"]
         if request.thinking != "off":
             params["reasoning"] = {"effort": request.thinking, "summary": "auto"}
+        if request.cache_key and self._official:
+            params["prompt_cache_key"] = request.cache_key
         return params
 
     REHEARSAL_BODY = (
@@ -105,6 +125,15 @@ class ResponsesProvider(OpenAIProvider):
 
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _custom(name: str, description: str, grammar: str) -> dict[str, Any]:
+    return {
+        "type": "custom",
+        "name": name,
+        "description": description,
+        "format": {"type": "grammar", "syntax": "lark", "definition": grammar},
+    }
 
 
 def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +190,7 @@ class _ResponsesAssembler:
                 out.append(TextDelta(event.delta))
         elif kind == "response.output_item.added":
             item = event.item
-            if item is not None and item.type == "function_call":
+            if item is not None and item.type in ("function_call", "custom_tool_call"):
                 call = _Call(item.call_id or _new_call_id(), item.name)
                 self.calls[item.id or f"#{event.output_index}"] = call
                 out.append(ToolCallStarted(call.call_id, call.name))
@@ -186,15 +215,19 @@ class _ResponsesAssembler:
                 return []
             summary = [s.text for s in item.summary or () if s.text]
             return [ReasoningItem(item.id, item.encrypted_content, summary, self.source)]
-        if item.type != "function_call":
+        if item.type not in ("function_call", "custom_tool_call"):
             return []
         started: list[StreamEvent] = []
         call = self.calls.pop(item.id or f"#{event.output_index}", None)
         if call is None:  # a server that announced nothing
             call = _Call(item.call_id or _new_call_id(), item.name)
             started.append(ToolCallStarted(call.call_id, call.name))
-        text = item.arguments if item.arguments is not None else "".join(call.arguments)
-        arguments, error = parse_tool_arguments(text)
+        if item.type == "custom_tool_call":  # free text: the tool's one argument
+            arguments: dict[str, Any] = {CUSTOM_INPUT: item.input or ""}
+            error = None
+        else:
+            text = item.arguments if item.arguments is not None else "".join(call.arguments)
+            arguments, error = parse_tool_arguments(text)
         if not call.name:
             arguments, error = {}, "the model sent a tool call without a name"
         self.called = True
@@ -247,21 +280,24 @@ def _usage(u: RUsage) -> UsageReport:
 # --------------------------------------------------------------------------- history
 
 
-def to_responses_input(request: ModelRequest, source: str) -> list[dict[str, Any]]:
+def to_responses_input(
+    request: ModelRequest, source: str, custom: set[str] | None = None
+) -> list[dict[str, Any]]:
     """History as Responses input items. ``source``: the provider's name; reasoning items
-    of other models are left out (no other model can read them)."""
+    of other models are left out (no other model can read them). ``custom``: the tools
+    offered as custom tools (their calls and outputs go back as custom ones)."""
     out: list[dict[str, Any]] = []
+    custom_calls: set[str] = set()
     for message in request.messages:
         if isinstance(message, UserMessage):
             content = [_input_part(p) for p in message.parts]
             out.append({"type": "message", "role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
-            out.extend(_assistant_items(message, source))
+            out.extend(_assistant_items(message, source, custom or set(), custom_calls))
         else:
-            output = _output(message)
-            out.append(
-                {"type": "function_call_output", "call_id": message.call_id, "output": output}
-            )
+            kind = "custom_tool_call_output" if message.call_id in custom_calls else (
+                "function_call_output")  # fmt: skip
+            out.append({"type": kind, "call_id": message.call_id, "output": _output(message)})
     return out
 
 
@@ -279,7 +315,9 @@ def _output(message: ToolResultMessage) -> str | list[dict[str, Any]]:
     return [_input_part(p) for p in message.parts if not isinstance(p, TextPart) or p.text]
 
 
-def _assistant_items(message: AssistantMessage, source: str) -> list[dict[str, Any]]:
+def _assistant_items(
+    message: AssistantMessage, source: str, custom: set[str], custom_calls: set[str]
+) -> list[dict[str, Any]]:
     """One assistant message's items in their order: reasoning, text (one message item per
     run), calls. Thinking of other vendors is not sent; a reasoning item is kept only when a
     message or a call of the same answer follows it (else the API rejects it)."""
@@ -301,6 +339,12 @@ def _assistant_items(message: AssistantMessage, source: str) -> list[dict[str, A
             items.append(
                 {"type": "reasoning", "summary": summary, "encrypted_content": p.encrypted_content}
             )
+        elif isinstance(p, ToolCallPart) and p.name in custom:
+            flush()
+            custom_calls.add(p.call_id)
+            patch = str(p.arguments.get(CUSTOM_INPUT, ""))
+            items.append({"type": "custom_tool_call", "call_id": p.call_id, "name": p.name,
+                          "input": patch})  # fmt: skip
         elif isinstance(p, ToolCallPart):
             flush()
             arguments = msgspec.json.encode(p.arguments).decode()

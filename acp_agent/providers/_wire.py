@@ -111,6 +111,7 @@ class RItem(msgspec.Struct):
     call_id: str = ""
     name: str = ""
     arguments: str | None = None
+    input: str | None = None  # a custom tool call's text
     encrypted_content: str | None = None
     summary: list[RSummary] | None = None
 

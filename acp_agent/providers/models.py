@@ -12,11 +12,13 @@ price pages. What an OpenAI-compatible server says about the model it serves
 from __future__ import annotations
 
 import re
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
 from .base import UsageReport
+
+ToolStyle: TypeAlias = Literal["standard", "codex"]
 
 
 class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -28,6 +30,10 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     cache_write_price: float | None = None  # Anthropic prompt-cache writes
     supports_images: bool = False
     supports_thinking: bool = False
+    tool_style: ToolStyle = "standard"
+    """The tools the model was trained on: ``codex`` (OpenAI's GPT-5 family and codex
+    models: ``apply_patch`` in place of edit_file/write_file/move_file, and codex's
+    ``update_plan`` schema) or ``standard`` (every other model)."""
 
 
 class ServerLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -192,11 +198,28 @@ def is_reasoning_model(model: str) -> bool:
     return _REASONING.match(model.lower().rsplit("/", 1)[-1]) is not None
 
 
+# gpt-5, gpt-5.1-codex, gpt-5-mini... (not the -chat variants) and codex-mini-latest
+_CODEX_TOOLS = re.compile(r"^(gpt-5(?!.*-chat)|codex-)")
+
+
+def takes_custom_tools(model: str) -> bool:
+    """An OpenAI model that takes custom (free-text, grammar-bound) tools on the Responses
+    API: the GPT-5 family and codex models."""
+    return _CODEX_TOOLS.match(model.lower().rsplit("/", 1)[-1]) is not None
+
+
 def model_info(provider: str, model: str) -> ModelInfo:
     """Known facts for ``model``, or a conservative default for the provider family.
 
     Names routed through aggregators match too: ``openai/gpt-4o``, ``anthropic/claude-3.5-haiku``.
     """
+    info = _table_info(provider, model)
+    if _CODEX_TOOLS.match(model.lower().rsplit("/", 1)[-1]):
+        info = msgspec.structs.replace(info, tool_style="codex")
+    return info
+
+
+def _table_info(provider: str, model: str) -> ModelInfo:
     name = model.lower().rsplit("/", 1)[-1]
     if name.startswith("claude"):
         name = name.replace(".", "-")

@@ -316,6 +316,8 @@ class Session:
         self._record_settings()
 
     def set_model(self, model: str) -> None:
+        if model != self.model:
+            self.system_text = None  # it names the model (and its edit tools): rebuilt
         self.model = model
         self._record_settings()
 

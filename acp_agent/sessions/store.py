@@ -37,6 +37,7 @@ import errno
 import fcntl
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal, Protocol, TypeVar
 
@@ -315,6 +316,9 @@ class Store:
             for path in (self.meta_path(session_id), self.log_path(session_id)):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
+            # the command outputs its tools saved whole (tools.output)
+            shutil.rmtree(os.path.join(os.path.dirname(self.root), "outputs", session_id),
+                          ignore_errors=True)  # fmt: skip
 
         self._change(session_id, unlink, None)
 

@@ -9,6 +9,7 @@ from .base import Arguments, BuiltinTool, CallInfo, Tool, ToolContext, ToolOutpu
 
 __all__ = [
     "BUILTIN",
+    "CODEX",
     "Arguments",
     "BuiltinTool",
     "CallInfo",
@@ -29,6 +30,7 @@ BUILTIN: tuple[str, ...] = (
     "search.Glob",
     "search.Grep",
     "command.RunCommand",
+    "webfetch.WebFetch",
     "plan.UpdatePlan",
     "plan.WritePlan",
     "plan.DiscardPlan",
@@ -36,10 +38,20 @@ BUILTIN: tuple[str, ...] = (
 )
 
 
-def builtin_tools(*extra: Tool) -> Toolset:
-    """The built-in tools, plus ``extra`` ones bound to the agent (``spawn_agent``)."""
+#: The built-in tools of a model of the ``codex`` tool style (``providers.models``): the
+#: edit and plan tools it was trained on, in place of the standard ones.
+CODEX: tuple[str, ...] = tuple(
+    {"files.WriteFile": "patch.ApplyPatch", "plan.UpdatePlan": "plan.CodexUpdatePlan"}.get(e, e)
+    for e in BUILTIN
+    if e not in ("files.EditFile", "move.MoveFile")
+)
+
+
+def builtin_tools(*extra: Tool, style: str = "standard") -> Toolset:
+    """The built-in tools of a tool style (``standard`` or ``codex``), plus ``extra`` ones
+    bound to the agent (``spawn_agent``)."""
     tools: list[Tool] = []
-    for entry in BUILTIN:
+    for entry in CODEX if style == "codex" else BUILTIN:
         module, _, name = entry.rpartition(".")
         tools.append(getattr(importlib.import_module(f"{__name__}.{module}"), name)())
     return Toolset([*tools, *extra])

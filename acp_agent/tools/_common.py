@@ -17,11 +17,6 @@ from ._safe import read_checked, write_checked
 from .base import ToolContext
 from .textcodec import ESCAPED, Decoded, decode
 
-#: Directories the walking tools (glob, grep) never descend into.
-SKIP_DIRS = frozenset({".git", "node_modules", ".venv", ".hg", ".svn", "__pycache__"})
-
-
-
 # ------------------------------------------------------------------------ arguments
 
 #: A path argument: absolute, or relative to the session's directory.

@@ -89,3 +89,21 @@ def write_checked(real: str, data: bytes) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
+
+
+def unlink_checked(real: str) -> None:
+    """Remove the file at ``real`` (as checked): through its verified parent directory,
+    so a directory swapped for a link since the check removes nothing elsewhere."""
+    parent, name = os.path.split(real)
+    dfd = os.open(parent or os.sep, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    try:
+        where = _fd_path(dfd)
+        if where is None:
+            where = parent if os.path.samestat(os.fstat(dfd), os.stat(parent)) else None
+        if where != parent:
+            raise ToolError(f"{parent} changed since it was checked; nothing was removed")
+        if stat.S_ISDIR(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", real)
+        os.unlink(name, dir_fd=dfd)
+    finally:
+        os.close(dfd)

@@ -18,7 +18,7 @@ import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 import msgspec
 
@@ -27,6 +27,10 @@ from ..conversation import ImagePart, ToolSpec
 from ..errors import ToolError
 from ..protocol import types as t
 from .sandbox import Sandbox
+from .usershell import LoginEnvironment
+
+if TYPE_CHECKING:
+    from .webfetch import WebSettings
 
 ToolKind: TypeAlias = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
@@ -53,6 +57,14 @@ class ToolContext:
     sandbox: Sandbox | None = None
     """The fence of the commands this call starts (``tools.sandbox``; its level follows
     the mode: ``permissions.command_level``); ``None``: none."""
+    login_env: Callable[[], Awaitable[LoginEnvironment]] | None = None
+    """The session's login-shell environment (read once, on first use: ``usershell``);
+    commands run with it on the local route. ``None``: with ``env``."""
+    web: WebSettings | None = None
+    """What web_fetch may do (``None``: web access is off)."""
+    outputs: str | None = None
+    """The session's directory of saved command outputs (``output``): read without asking;
+    ``None``: outputs are not saved."""
     prepared: Any = None
     """What ``Tool.prepare`` worked out for this call (its ``Preview.state``)."""
     checked: dict[str, str] = field(default_factory=dict)
@@ -82,6 +94,11 @@ class ToolContext:
         real = self.real(path)
         return any(within(real, os.path.realpath(root)) for root in self.roots)
 
+    def saved_output(self, path: str) -> bool:
+        """Whether ``path`` (after resolving symlinks) is one of the session's saved
+        command outputs (reading them asks nothing)."""
+        return self.outputs is not None and within(self.real(path), os.path.realpath(self.outputs))
+
     def display(self, path: str) -> str:
         """Project-relative form of ``path`` for titles."""
         abs_path = self.resolve(path)
@@ -105,6 +122,9 @@ class CallInfo:
     locations: tuple[t.ToolCallLocation, ...] = ()
     command: str | None = None
     """The command line it runs, if it runs one (an "always" answer covers exactly it)."""
+    host: str | None = None
+    """The web host it reaches (web_fetch): judged as a read outside the roots, an
+    "always" answer covering that host."""
     content: tuple[Any, ...] = ()
     """What the user is shown before approving (``Tool.prepare``'s preview: a diff)."""
     sandbox: str | None = None
@@ -133,6 +153,9 @@ class ToolOutput:
     raw_output: Any = None
     images: list[ImagePart] = field(default_factory=list)
     locations: list[t.ToolCallLocation] | None = None
+    is_error: bool = False
+    """The call failed although it ran (a command that timed out or was killed): the
+    model reads it as an error, the user sees the call failed."""
 
 
 class Tool(Protocol):
@@ -211,10 +234,12 @@ class BuiltinTool(Generic[A]):
     streamed: tuple[str, ...] = ()
     """Bulky string arguments (a file's content) that :meth:`describe` never reads: while
     the model is still writing them, the call is described without them."""
+    grammar: str | None = None
+    """A free-text tool's Lark grammar (see ``ToolSpec.grammar``)."""
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, json_schema(self.arguments))
+        return ToolSpec(self.name, self.description, json_schema(self.arguments), self.grammar)
 
     def parse(self, raw: Mapping[str, Any]) -> A:
         # A null stands for "not given" (models often send it for optional fields).

@@ -7,6 +7,7 @@ what the model reads; at ~4 bytes a token (code, English), 50,000 bytes ≈ 12.5
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -18,9 +19,13 @@ READ_MAX_LINES = 2000
 LINE_MAX_CHARS = 2000
 #: read_file: bytes of one read, numbering included (≈ 12.5 k tokens).
 READ_MAX_BYTES = 50_000
-#: run_command: bytes of output, head and tail kept (≈ 7.5 k tokens).
-COMMAND_MAX_BYTES = 30_000
-#: grep: matches shown, and characters of each matching line.
+#: run_command: tokens of output the model reads (estimated), head and tail kept; the
+#: whole output is saved to a file (``output``).
+COMMAND_MAX_TOKENS = 6_000
+#: run_command in the editor's terminal: bytes of output asked of the editor (it keeps
+#: the last ones); cut to COMMAND_MAX_TOKENS on our side, the rest saved.
+TERMINAL_OUTPUT_BYTES = 4 * 1024 * 1024
+#: grep: output lines shown (its default head_limit), and characters of each line.
 GREP_MAX_MATCHES = 200
 GREP_LINE_CHARS = 250
 #: grep: matches counted (for the total it reports) before it stops searching.
@@ -32,7 +37,7 @@ GLOB_MAX_PATHS = 500
 LIST_MAX_ENTRIES = 500
 #: grep, glob, list_directory: bytes of one result (≈ 5 k tokens).
 SEARCH_MAX_BYTES = 20_000
-#: Entries a walk (glob, grep) visits before it gives up (keeps a search of ``/`` finite).
+#: Files glob takes from ripgrep's listing before it gives up (keeps a search of ``/`` finite).
 MAX_WALK_ENTRIES = 200_000
 #: read_file on an image: the largest one sent (base64 makes it 4/3: 5 MB, Anthropic's cap).
 IMAGE_MAX_BYTES = 3_750_000
@@ -51,6 +56,26 @@ def size(n: int) -> str:
 
 def utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+_PIECES = re.compile(r"[^\W\d_]+|\d+|\n|[ \t]+|[^\w\s]|_|\s")
+
+
+def estimate_tokens(text: str) -> int:
+    """Roughly the tokens ``text`` costs a GPT or Claude tokenizer: a run of letters one
+    token per 4 characters, digits one per 3 (the tokenizers split numbers in groups of
+    three), each newline, punctuation character and run of other whitespace one (a single
+    space joins the word after it). No tokenizer is shipped: this decides cuts only."""
+    tokens = 0
+    for piece in _PIECES.findall(text):
+        first = piece[0]
+        if first.isdigit():
+            tokens += -(-len(piece) // 3)
+        elif first.isalpha():
+            tokens += -(-len(piece) // 4)
+        elif piece != " ":
+            tokens += 1
+    return tokens
 
 
 # ---------------------------------------------------------------------- lines
@@ -129,69 +154,6 @@ def read_markers(window: Window, total: int | None) -> list[str]:
     return notes
 
 
-# ---------------------------------------------------------------------- command output
-
-REDIRECT_HINT = ("To see all of it, redirect the output to a file (`cmd > out.log 2>&1`) "
-                 "and read it in parts with read_file (offset/limit) or grep.")
-
-
-#: How far the cut in the middle of command output moves to reach a line end.
-SNAP = 1000
-
-
-class HeadTail:
-    """Keeps the head and the tail of a byte stream within ``limit`` bytes."""
-
-    def __init__(self, limit: int = COMMAND_MAX_BYTES) -> None:
-        self.half = limit // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-        self.newlines = 0
-
-    def feed(self, data: bytes) -> None:
-        self.total += len(data)
-        self.newlines += data.count(b"\n")
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > self.half:
-                del self.tail[: len(self.tail) - self.half]
-
-    def render(self) -> tuple[str, bool]:
-        """The text kept; when something was cut, the marker stands in its place (the cut
-        moved to a line end when one is within SNAP bytes)."""
-        if self.total <= len(self.head) + len(self.tail):
-            return (self.head + self.tail).decode("utf-8", "replace"), False
-        head, tail = bytes(self.head), bytes(self.tail)
-        if (end := head.rfind(b"\n", len(head) - SNAP)) >= 0:
-            head = head[: end + 1]
-        if (start := tail.find(b"\n", 0, SNAP)) >= 0:
-            tail = tail[start + 1 :]
-        omitted = self.total - len(head) - len(tail)
-        lines = self.newlines - head.count(b"\n") - tail.count(b"\n")
-        spans = f" ({plural(lines, 'line')})" if lines else ""
-        marker = f"[... {size(omitted)}{spans} of output omitted. {REDIRECT_HINT}]"
-        text = head.decode("utf-8", "replace").rstrip("\ufffd")
-        text += ("" if text.endswith("\n") or not text else "\n") + marker + "\n"
-        return text + tail.decode("utf-8", "replace").lstrip("\ufffd"), True
-
-
-def bound_output(text: str, *, editor_cut: bool = False) -> tuple[str, bool]:
-    """Command output for the model within COMMAND_MAX_BYTES; ``editor_cut``: the editor's
-    terminal dropped its beginning (``terminal/output`` said ``truncated``)."""
-    capture = HeadTail()
-    capture.feed(text.encode("utf-8", "replace"))
-    out, cut = capture.render() if capture.total > COMMAND_MAX_BYTES else (text, False)
-    if editor_cut:
-        out = (f"[The editor's terminal cut the beginning of the output (it keeps the last "
-               f"{COMMAND_MAX_BYTES:,} bytes). {REDIRECT_HINT}]\n{out}")
-    return out, cut or editor_cut
-
-
 # ---------------------------------------------------------------------- listings
 
 
@@ -205,19 +167,6 @@ def fit(lines: Iterable[str], max_items: int) -> list[str]:
             break
         out.append(line)
     return out
-
-
-def count(n: int, complete: bool) -> str:
-    return f"{n:,}" if complete else f"{n:,}+"
-
-
-def grep_marker(shown: int, matches: int, files: int, complete: bool) -> str | None:
-    if shown >= matches and complete:
-        return None
-    return (f"[Showing {shown:,} of {count(matches, complete)} matches in "
-            f"{count(files, complete)} file{'' if files == 1 and complete else 's'}; narrow "
-            "with `glob` or "
-            "`path`, or a more specific pattern.]")
 
 
 def glob_marker(shown: int, total: int) -> str | None:

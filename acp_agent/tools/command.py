@@ -1,9 +1,11 @@
 """run_command: in an editor terminal when the client offers ``terminal/*`` (the user
-watches live output), else in a local subprocess in its own process group; either way
-inside the call's sandbox (``ToolContext.sandbox``, at the level the mode gives), unless
-the model asked to leave it (``outside_sandbox``, a reason: the user is always asked).
-A sandboxed command that failed on what looks like the sandbox's refusal (a read-only
-file system, no network) is said to have been, with how to ask to leave it."""
+watches live output), else in a local subprocess in its own process group; either way as
+``<the user's shell> -c <command>`` (``usershell``), inside the call's sandbox
+(``ToolContext.sandbox``, at the level the mode gives) unless the model asked to leave it
+(``outside_sandbox``, a reason: the user is always asked), the output cut for the model and
+saved whole when cut (``output``). A command that timed out or was killed by a signal is
+an error result. A sandboxed command that failed on what looks like the sandbox's refusal
+(a read-only file system, no network) is said to have been, with how to ask to leave it."""
 
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ from msgspec import Meta
 from ..protocol import types as t
 from ._common import short, text_content
 from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
-from .budget import COMMAND_MAX_BYTES
+from .budget import COMMAND_MAX_TOKENS
 from .sandbox import Policy
 from .shell import CommandResult, run_local
 from .terminal import run_terminal
+from .usershell import user_shell
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 30 * 60_000
@@ -29,6 +32,12 @@ def _status(r: CommandResult, timeout: float) -> str:
     if r.signal:
         return f"Killed by signal {r.signal}."
     return f"Exit code: {r.exit_code if r.exit_code is not None else 'unknown'}"
+
+
+SANDBOXED = (
+    " Depending on the permission mode it may run in a sandbox (writes only inside the"
+    " workspace and to $TMPDIR, no network); its title says so."
+)
 
 
 class RunCommandArgs(Arguments):
@@ -44,19 +53,27 @@ class RunCommandArgs(Arguments):
     ))] = ""  # fmt: skip
 
 
+def describe_run_command(shell: str) -> str:
+    return (
+        f"Run a command line as `{shell} -c <command>` (not interactive: stdin is empty; "
+        "the environment section says with which environment variables) and return its "
+        "combined stdout/stderr and exit code. The output you get is at most "
+        f"~{COMMAND_MAX_TOKENS:,} tokens: its beginning and its end; when the middle is cut, "
+        "all of it is saved to a file whose path the result gives (read_file or grep it "
+        f"rather than running the command again). Times out after {DEFAULT_TIMEOUT_MS // 1000}"
+        " s unless timeout_ms is given; a command that times out or is killed is an error. "
+        "Background jobs still holding the output are stopped when it ends."
+    )
+
+
 class RunCommand(BuiltinTool[RunCommandArgs]):
     name = "run_command"
     kind: ToolKind = "execute"
     arguments = RunCommandArgs
-    description = (
-        "Run a shell command (`sh -c`) and return its combined stdout/stderr and exit "
-        "code. Non-interactive (stdin is empty). Output is capped at "
-        f"{COMMAND_MAX_BYTES // 1000} KB (the middle is cut). Times out after "
-        f"{DEFAULT_TIMEOUT_MS // 1000} s unless timeout_ms is given; background jobs still "
-        "holding the output are stopped when it ends. Depending on the permission mode it "
-        "may run in a sandbox (writes only inside the workspace and to $TMPDIR, no "
-        "network); its title says so."
-    )
+
+    @property
+    def description(self) -> str:  # type: ignore[override]
+        return describe_run_command(user_shell().path) + SANDBOXED
 
     def describe(self, args: RunCommandArgs, ctx: ToolContext) -> CallInfo:
         title = f"Run `{short(args.command, 100)}`"
@@ -78,26 +95,38 @@ class RunCommand(BuiltinTool[RunCommandArgs]):
         cwd = ctx.resolve(args.cwd or ".")
         timeout = args.timeout_ms / 1000
         level = _level(args, ctx)
-        argv = ["/bin/sh", "-c", command]
+        argv = user_shell().argv(command)
         if ctx.sandbox is not None and level != "off":
             argv = ctx.sandbox.wrap(argv, cwd)  # the same command line on every route
+        note = ""
         if ctx.client.allows("terminal/create"):
             result = await run_terminal(ctx, argv, cwd, timeout)
         else:
-            result = await run_local(argv, cwd, timeout, ctx.env)
-        status = _status(result, timeout)
+            env = ctx.env
+            if ctx.login_env is not None:
+                login = await ctx.login_env()
+                if login.env is not None:
+                    env = login.env
+                else:
+                    note = (f"\n[Your login shell's environment could not be read "
+                            f"({login.problem}); the command ran with the agent's.]")  # fmt: skip
+            result = await run_local(argv, cwd, timeout, env, ctx.outputs)
+        status = _status(result, timeout) + note
         if ctx.sandbox is not None and level != "off" and (result.exit_code or result.signal):
             status += denied(result.output, ctx.sandbox.policy)
         body = result.output.rstrip("\n") or "(no output)"
         raw = {"exitCode": result.exit_code, "signal": result.signal, "output": result.output,
-               "truncated": result.truncated, "timedOut": result.timed_out, "sandbox": level}
+               "truncated": result.truncated, "timedOut": result.timed_out,
+               "savedOutput": result.saved, "sandbox": level}
         if result.terminal_id is not None:  # keep the live terminal in the final content
             content: list[Any] = [t.Terminal(terminal_id=result.terminal_id),
                                   text_content(status)]
         else:
             fence = "```" + "`" * _longest_backticks(body)
             content = [text_content(f"{fence}\n{body}\n{fence}\n{status}")]
-        return ToolOutput(text=f"{body}\n\n{status}", content=content, raw_output=raw)
+        failed = result.timed_out or result.signal is not None
+        return ToolOutput(text=f"{body}\n\n{status}", content=content, raw_output=raw,
+                          is_error=failed)
 
 
 def _level(args: RunCommandArgs, ctx: ToolContext) -> str:

@@ -75,6 +75,40 @@ class UpdatePlan(BuiltinTool[UpdatePlanArgs]):
         )
 
 
+class CodexStep(msgspec.Struct, forbid_unknown_fields=True):
+    step: Annotated[str, Meta(min_length=1, description="What this step does.")]
+    status: t.PlanEntryStatus
+
+
+class CodexPlanArgs(Arguments):
+    plan: Annotated[list[CodexStep], Meta(max_length=MAX_ENTRIES)]
+    explanation: Annotated[str, Meta(description="Why the plan is what it is (optional).")] = ""
+
+
+class CodexUpdatePlan(BuiltinTool[CodexPlanArgs]):
+    """``update_plan`` in the form OpenAI's GPT-5 and codex models were trained on (steps
+    with a status, an optional explanation), shown to the user as :class:`UpdatePlan`'s."""
+
+    name = "update_plan"
+    kind: ToolKind = "think"
+    arguments = CodexPlanArgs
+    description = (
+        "Publish your plan for the task to the user: the COMPLETE list of steps every time "
+        "(it replaces the previous plan), each pending, in_progress or completed, at most "
+        "one in_progress; `explanation` may say what changed."
+    )
+
+    def describe(self, args: CodexPlanArgs, ctx: ToolContext) -> CallInfo:
+        return CallInfo("Update plan")
+
+    async def run(self, args: CodexPlanArgs, ctx: ToolContext) -> ToolOutput:
+        entries = [PlanEntryArg(s.step, "medium", s.status) for s in args.plan]
+        out = await UpdatePlan().run(UpdatePlanArgs(entries=entries), ctx)
+        if args.explanation.strip():
+            out.text += f"\nExplanation: {args.explanation.strip()}"
+        return out
+
+
 def supports_plan_documents(ctx: ToolContext) -> bool:
     return isinstance(ctx.client.capabilities.plan, t.PlanCapabilities)
 

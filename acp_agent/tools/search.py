@@ -1,32 +1,24 @@
-"""list_directory, glob and grep: local walks (ACP has no method for them), run in a
-worker thread, bounded in output and in the number of entries visited."""
+"""list_directory, glob and grep. list_directory is a local listing (ACP has no method for
+it); glob and grep see the files ripgrep sees (:mod:`._rg`: ignore files honoured,
+version-control directories skipped, symbolic links never followed), run as a
+subprocess and bounded in output."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import re
-import stat
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Annotated, Any, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 from msgspec import Meta
 
 from ..errors import ToolError
 from ..protocol import types as t
-from ._common import SKIP_DIRS, glob_regex, short, split_glob
-from ._safe import open_checked
-from .base import (
-    Arguments,
-    BuiltinTool,
-    CallInfo,
-    ToolContext,
-    ToolKind,
-    ToolOutput,
-    within,
-)
+from . import _rg
+from ._common import glob_regex, short, split_glob
+from .base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 from .budget import (
     GLOB_MAX_PATHS,
     GREP_COUNT_LIMIT,
@@ -38,15 +30,10 @@ from .budget import (
     cut_line,
     fit,
     glob_marker,
-    grep_marker,
     list_marker,
-    plural,
     walk_marker,
 )
-from .textcodec import SNIFF_BYTES, decode, is_binary
-
-#: Files larger than this are not searched.
-MAX_GREP_FILE_BYTES = 10 * 1024 * 1024
+from .textcodec import decode
 
 R = TypeVar("R")
 
@@ -68,33 +55,16 @@ def _check_dir(path: str) -> None:
         raise ToolError(f"{path} is not a directory")
 
 
-class _Walk:
-    """(absolute path, ``/``-relative path, is_dir) under ``base``, skipping SKIP_DIRS and
-    not following symlinked directories; ``max_depth`` counts path segments.
-    ``incomplete`` tells whether it gave up after MAX_WALK_ENTRIES."""
+def _text(raw: bytes) -> str:
+    """A path or a line as rg wrote it: UTF-8, else decoded as read_file decodes."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return decode(raw).shown()
 
-    def __init__(self, base: str, stop: threading.Event, max_depth: int | None = None) -> None:
-        self.base, self.stop, self.max_depth = base, stop, max_depth
-        self.incomplete = False
 
-    def __iter__(self) -> Iterator[tuple[str, str, bool]]:
-        visited = 0
-        for dirpath, dirnames, filenames in os.walk(self.base):
-            rel_dir = os.path.relpath(dirpath, self.base)
-            prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-            depth = prefix.count("/")
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-            entries = [(d, True) for d in dirnames] + [(f, False) for f in sorted(filenames)]
-            for name, is_dir in entries:
-                visited += 1
-                if self.stop.is_set():
-                    return
-                if visited > MAX_WALK_ENTRIES:
-                    self.incomplete = True
-                    return
-                yield os.path.join(dirpath, name), prefix + name, is_dir
-            if self.max_depth is not None and depth + 2 > self.max_depth:
-                dirnames[:] = []
+def _rel(raw: bytes) -> str:
+    return _text(raw).removeprefix("./")
 
 
 # ---------------------------------------------------------------------- list_directory
@@ -148,20 +118,47 @@ class ListDirectory(BuiltinTool[ListDirectoryArgs]):
 # ---------------------------------------------------------------------- glob
 
 
-def _glob(stop: threading.Event, base: str, pattern: str) -> tuple[list[str], int, bool]:
-    """Up to GLOB_MAX_PATHS matches (sorted), how many there are, whether the walk ended."""
+async def _glob(base: str, pattern: str, env: Any) -> tuple[list[str], int, bool]:
+    """The matches (``/``-relative to ``base``, directories ending in ``/``), newest
+    first, at most GLOB_MAX_PATHS; how many there are; whether every file was listed.
+    Directories are those holding a file rg lists."""
     _check_dir(base)
     regex = glob_regex(pattern)
-    max_depth = None if "**" in pattern else len([s for s in pattern.split("/") if s])
-    found: list[str] = []
-    total = 0
-    walk = _Walk(base, stop, max_depth)
-    for abs_path, rel, is_dir in walk:
-        if regex.match(rel):
-            total += 1
-            if len(found) < GLOB_MAX_PATHS:
-                found.append(abs_path + ("/" if is_dir else ""))
-    return sorted(found), total, not walk.incomplete
+    depth = None if "**" in pattern else len([s for s in pattern.split("/") if s])
+    args = [*_rg.base_args(), "--files"]
+    if depth is not None:  # one level more: the directories holding files
+        args += ["--max-depth", str(depth + 1)]
+    found: set[str] = set()
+    dirs: set[str] = set()
+    listed = 0
+    complete = True
+    async with contextlib.aclosing(_rg.lines([*args, "--", "."], base, env)) as listing:
+        async for line in listing:
+            listed += 1
+            if listed > MAX_WALK_ENTRIES:
+                complete = False
+                break
+            rel = _rel(line)
+            if regex.match(rel):
+                found.add(rel)
+            parent = rel.rpartition("/")[0]
+            while parent and parent not in dirs:
+                dirs.add(parent)
+                if regex.match(parent):
+                    found.add(parent + "/")
+                parent = parent.rpartition("/")[0]
+    ordered = await asyncio.to_thread(_newest_first, base, found)
+    return ordered[:GLOB_MAX_PATHS], len(found), complete
+
+
+def _newest_first(base: str, rels: set[str]) -> list[str]:
+    def key(rel: str) -> tuple[float, str]:
+        try:
+            return -os.lstat(os.path.join(base, rel)).st_mtime, rel
+        except OSError:
+            return 0.0, rel
+
+    return sorted(rels, key=key)
 
 
 class GlobArgs(Arguments):
@@ -179,8 +176,11 @@ class Glob(BuiltinTool[GlobArgs]):
     arguments = GlobArgs
     description = (
         "Find files by glob pattern, e.g. `**/*.py` or `src/*.{ts,tsx}` (`**` spans "
-        "directories; `*` stays within one). Skips .git, node_modules and .venv. Returns "
-        f"sorted paths (at most {GLOB_MAX_PATHS}); directories end with `/`."
+        "directories; `*` stays within one). Lists the files (and directories holding "
+        "files) that grep would search: what .gitignore, .ignore and the git excludes "
+        "ignore is skipped, as are version-control directories; symbolic links are not "
+        f"followed. Newest first (last modified), at most {GLOB_MAX_PATHS}; directories end "
+        "with `/`."
     )
 
     def describe(self, args: GlobArgs, ctx: ToolContext) -> CallInfo:
@@ -191,8 +191,10 @@ class Glob(BuiltinTool[GlobArgs]):
 
     async def run(self, args: GlobArgs, ctx: ToolContext) -> ToolOutput:
         base, pattern = _glob_base(args, ctx)
-        found, total, complete = await _in_thread(_glob, base, pattern)
-        paths = [ctx.display(p.rstrip("/")) + ("/" if p.endswith("/") else "") for p in found]
+        real = ctx.real(base)
+        found, total, complete = await _glob(real, pattern, ctx.env)
+        paths = [ctx.display(os.path.join(base, *p.rstrip("/").split("/")))
+                 + ("/" if p.endswith("/") else "") for p in found]  # fmt: skip
         shown = fit(paths, GLOB_MAX_PATHS)
         text = "\n".join(shown) if shown else f"No files match `{args.pattern}`."
         markers = [glob_marker(len(shown), total),
@@ -204,89 +206,156 @@ class Glob(BuiltinTool[GlobArgs]):
 
 # ---------------------------------------------------------------------- grep
 
-Match = tuple[str, int, str]
-
-
-@dataclass(slots=True)
-class _Hits:
-    """The matches kept (GREP_MAX_MATCHES) and those counted (up to GREP_COUNT_LIMIT)."""
-
-    kept: list[Match] = field(default_factory=list)
-    total: int = 0
-    files: int = 0
-    searched: int = 0
-
-    @property
-    def full(self) -> bool:
-        return self.total >= GREP_COUNT_LIMIT
-
-
-def _grep_file(path: str, shown: str, regex: re.Pattern[str], hits: _Hits,
-               stop: threading.Event, roots: list[str]) -> None:  # fmt: skip
-    """Search one file (its matches named ``shown``); a symlink is followed only to a file
-    inside the roots, and the file opened is the one checked (``open_checked``), never a
-    link swapped in. Text is decoded as read_file decodes it."""
-    real = os.path.realpath(path)
-    if not any(within(real, root) for root in roots):
-        return
-    try:
-        fd = open_checked(real, os.O_RDONLY)
-    except (OSError, ToolError):
-        return
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_GREP_FILE_BYTES:
-            return
-        if is_binary(os.pread(fd, SNIFF_BYTES, 0)):
-            return
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            decoded = decode(fh.read())
-    except OSError:
-        return
-    finally:
-        os.close(fd)
-    if decoded.binary:
-        return
-    hits.searched += 1
-    before = hits.total
-    for n, line in enumerate(decoded.shown().split("\n"), 1):
-        if regex.search(line):
-            hits.total += 1
-            if len(hits.kept) < GREP_MAX_MATCHES:
-                hits.kept.append((shown, n, line.rstrip("\r")))
-            if hits.full or stop.is_set():
-                break
-    hits.files += hits.total > before
-
-
-def _grep(stop: threading.Event, base: str, real: str, regex: re.Pattern[str],
-          glob: str | None, allowed: list[str]) -> tuple[_Hits, bool]:  # fmt: skip
-    """Search ``real`` (the checked form of ``base``); matches name paths under ``base``.
-    Links lead only into ``allowed`` (the roots and the checked base). Also returns
-    whether every file was searched."""
-    hits = _Hits()
-    if os.path.isfile(real):
-        _grep_file(real, base, regex, hits, stop, allowed)
-        return hits, True
-    _check_dir(real)
-    file_re = glob_regex(glob) if glob else None
-    by_name = glob is not None and "/" not in glob
-    walk = _Walk(real, stop)
-    for abs_path, rel, is_dir in walk:
-        if is_dir:
-            continue
-        if file_re is not None and not file_re.match(rel.rsplit("/", 1)[-1] if by_name else rel):
-            continue
-        _grep_file(abs_path, os.path.join(base, *rel.split("/")), regex, hits, stop, allowed)
-        if hits.full:
-            return hits, False
-    return hits, not walk.incomplete
+OutputMode = Literal["content", "files_with_matches", "count"]
+_CONTEXT = Meta(ge=0, le=50)
+_MARKER = b" [... omitted end of long line]"
 
 
 class GrepArgs(Arguments):
-    pattern: Annotated[str, Meta(min_length=1, description="Python regular expression.")]
+    pattern: Annotated[str, Meta(min_length=1, description="Regular expression (Rust syntax).")]
     path: Annotated[str, Meta(description="File or directory to search.")] = ""
-    glob: Annotated[str, Meta(description="Only search files matching this glob.")] = ""
+    glob: Annotated[str, Meta(description=(
+        "Only files matching this glob: `*.py` (by name) or `src/**/*.ts` (by path under "
+        "`path`); `!*.min.js` excludes."))] = ""  # fmt: skip
+    type: Annotated[str, Meta(description="Only files of this ripgrep type: py, js, ts, "
+                                          "rust, go, java, c, cpp, md...")] = ""
+    output_mode: Annotated[OutputMode, Meta(description=(
+        "content (default): matching lines; files_with_matches: paths only; count: "
+        "matching lines per file."))] = "content"  # fmt: skip
+    context: Annotated[int, _CONTEXT, Meta(description="Lines of context around each match.")] = 0
+    before: Annotated[int, _CONTEXT, Meta(description="Lines of context before each match.")] = 0
+    after: Annotated[int, _CONTEXT, Meta(description="Lines of context after each match.")] = 0
+    case_insensitive: Annotated[bool, Meta(description="Ignore case.")] = False
+    multiline: Annotated[bool, Meta(description=(
+        "Let the pattern span lines (`.` matches newlines too).")) ] = False  # fmt: skip
+    head_limit: Annotated[int, Meta(ge=1, le=2000, description=(
+        f"At most this many output lines (default {GREP_MAX_MATCHES})."))] = GREP_MAX_MATCHES
+    offset: Annotated[int, Meta(ge=0, description="Skip this many output lines first "
+                                                   "(the next page).")] = 0
+
+
+def _grep_args(args: GrepArgs, target: str) -> list[str]:
+    flags = [*_rg.base_args(), "--sort", "path", "--with-filename"]
+    if args.output_mode == "files_with_matches":
+        flags.append("--files-with-matches")
+    elif args.output_mode == "count":
+        flags += ["--count", "--null"]
+    else:
+        flags += ["--line-number", "--null", "--max-columns", "4096", "--max-columns-preview"]
+        if args.context:
+            flags += ["--context", str(args.context)]
+        if args.before:
+            flags += ["--before-context", str(args.before)]
+        if args.after:
+            flags += ["--after-context", str(args.after)]
+    if args.case_insensitive:
+        flags.append("--ignore-case")
+    if args.multiline:
+        flags += ["--multiline", "--multiline-dotall"]
+    if args.glob:
+        flags += ["--glob", args.glob]
+    if args.type:
+        flags += ["--type", args.type]
+    return [*flags, "--regexp", args.pattern, "--", target]
+
+
+class _Found:
+    """What a grep found: its output lines (only the page asked for is kept), how many
+    there are, the matching lines and files, the locations of the first matches."""
+
+    def __init__(self, offset: int, limit: int) -> None:
+        self.offset, self.limit = offset, limit
+        self.page: list[str] = []
+        self.entries = 0
+        self.matches = 0
+        self.files: set[str] = set()
+        self.locations: list[tuple[str, int]] = []
+        self.complete = True
+
+    def add(self, line: str, location: tuple[str, int] | None = None) -> None:
+        if self.offset <= self.entries < self.offset + self.limit:
+            self.page.append(line)
+            if location is not None and len(self.locations) < GREP_MAX_LOCATIONS:
+                self.locations.append(location)
+        self.entries += 1
+
+
+async def _grep(args: GrepArgs, base: str, real: str, env: Any,
+                display: Callable[[str], str]) -> _Found:  # fmt: skip
+    """Run rg on ``real`` (the checked form of ``base``); paths named under ``base``:
+    (as shown, absolute)."""
+    if os.path.isdir(real):
+        cwd, target = real, "."
+    else:
+        cwd, target = os.path.dirname(real), real
+
+    def shown(raw: bytes) -> tuple[str, str]:
+        path = base if target != "." else os.path.join(base, *_rel(raw).split("/"))
+        return display(path), path
+
+    found = _Found(args.offset, args.head_limit)
+    async with contextlib.aclosing(_rg.lines(_grep_args(args, target), cwd, env)) as out:
+        await _collect(out, found, args.output_mode, shown)
+    return found
+
+
+async def _collect(out: AsyncIterator[bytes], found: _Found, mode: OutputMode,
+                   shown: Callable[[bytes], tuple[str, str]]) -> None:  # fmt: skip
+    """rg's output lines into ``found`` (in the mode's format)."""
+    async for line in out:
+        if mode == "files_with_matches":
+            path, _ = shown(line)
+            found.files.add(path)
+            found.add(path)
+            continue
+        raw_path, nul, rest = line.partition(b"\0")
+        if not nul:
+            if line == b"--" and mode == "content":
+                found.add("--")
+            continue  # e.g. "binary file matches" for a file named explicitly
+        path, absolute = shown(raw_path)
+        if mode == "count":
+            found.files.add(path)
+            found.matches += int(rest or b"0")
+            found.add(f"{path}:{int(rest or b'0')}")
+            continue
+        number, sep, text = _split_numbered(rest)
+        if sep == ":":
+            found.matches += 1
+            found.files.add(path)
+        line_text = _text(text.removesuffix(_MARKER)).rstrip("\r")
+        if text.endswith(_MARKER):  # rg cut it already: how much is left is unknown
+            shown_text = line_text[:GREP_LINE_CHARS] + "… [long line cut]"
+        else:
+            shown_text = cut_line(line_text, GREP_LINE_CHARS)[0]
+        found.add(f"{path}{sep}{number}{sep} {shown_text}",
+                  (absolute, number) if sep == ":" else None)
+        if found.matches >= GREP_COUNT_LIMIT:
+            found.complete = False
+            break
+
+
+def _split_numbered(rest: bytes) -> tuple[int, str, bytes]:
+    """``12:text`` (a match) or ``12-text`` (context) -> (12, ":" or "-", text)."""
+    i = 0
+    while i < len(rest) and rest[i : i + 1].isdigit():
+        i += 1
+    sep = rest[i : i + 1].decode() or ":"
+    return int(rest[:i] or b"0"), sep, rest[i + 1 :]
+
+
+def _grep_marker(args: GrepArgs, found: _Found, shown: int) -> str | None:
+    first, total = args.offset, found.entries
+    if first + shown >= total and found.complete:
+        return None
+    plus = "" if found.complete else "+"
+    what = {"content": "lines", "files_with_matches": "files", "count": "files"}[args.output_mode]
+    span = f"{what} {first + 1:,}-{first + shown:,}" if shown else f"no {what}"
+    summary = (f"{found.matches:,}{plus} matching lines in {len(found.files):,}{plus} files"
+               if args.output_mode != "files_with_matches" else f"{len(found.files):,}{plus} files")
+    nxt = (f" Next page: offset={first + shown}." if first + shown < total else "")
+    return (f"[Showing {span} of {total:,}{plus} ({summary}).{nxt} Or narrow with `glob`, "
+            "`type`, `path` or a more specific pattern.]")
 
 
 class Grep(BuiltinTool[GrepArgs]):
@@ -294,11 +363,16 @@ class Grep(BuiltinTool[GrepArgs]):
     kind: ToolKind = "search"
     arguments = GrepArgs
     description = (
-        "Search file contents with a Python regular expression. Output lines are "
-        f"`path:line: text` (at most {GREP_MAX_MATCHES}, cut at {GREP_LINE_CHARS} characters) "
-        "and the total. `path` may be a file or a directory (default: the workspace); "
-        "`glob` filters files, e.g. `*.py` (matched against the file name) or `src/**/*.ts` "
-        "(against the path under `path`). Skips binary files, .git, node_modules and .venv."
+        "Search file contents with ripgrep (Rust regular expressions: no look-around or "
+        "backreferences). `path` is a file or directory (default: the workspace). Skips what "
+        ".gitignore (in git repositories), .ignore and the git excludes ignore, "
+        "version-control directories, binary files and files over 10 MB; hidden files are "
+        "searched, symbolic links are not followed, and a directory named in `path` is "
+        "searched even if ignored. Output modes: `content` (default; `path:line: text`, "
+        "context lines `path-line- text`, groups apart by `--`), `files_with_matches` "
+        "(paths), `count` (`path:N` matching lines). In path order; at most `head_limit` "
+        f"lines (default {GREP_MAX_MATCHES}), each cut at {GREP_LINE_CHARS} characters; the "
+        "last line says how many more there are and the `offset` of the next page."
     )
 
     def describe(self, args: GrepArgs, ctx: ToolContext) -> CallInfo:
@@ -306,34 +380,34 @@ class Grep(BuiltinTool[GrepArgs]):
         base = ctx.resolve(args.path or ".")
         if args.path:
             title += f" in {ctx.display(base)}"
-        if args.glob:
-            title += f" ({args.glob})"
+        filters = [f for f in (args.glob, args.type and f"type {args.type}") if f]
+        if filters:
+            title += f" ({', '.join(filters)})"
         return CallInfo(title, "read", (base,))
 
     async def run(self, args: GrepArgs, ctx: ToolContext) -> ToolOutput:
-        try:
-            regex = re.compile(args.pattern)
-        except re.error as exc:
-            raise ToolError(f"invalid regular expression: {exc}") from None
         base = ctx.resolve(args.path or ".")
         real = ctx.real(base)
         if not os.path.exists(real):
             raise ToolError(f"path not found: {base}")
-        allowed = [os.path.realpath(root) for root in ctx.roots] + [real]
-        hits, complete = await _in_thread(_grep, base, real, regex, args.glob or None, allowed)
-        lines = [f"{ctx.display(path)}:{n}: {cut_line(text, GREP_LINE_CHARS)[0]}"
-                 for path, n, text in hits.kept]
-        shown = fit(lines, GREP_MAX_MATCHES)
-        out = "\n".join(shown) if shown else f"No matches in {plural(hits.searched, 'file')}."
-        # incomplete: GREP_COUNT_LIMIT matches counted, or the walk stopped (say so)
-        markers = [grep_marker(len(shown), hits.total, hits.files, complete),
-                   None if complete or hits.full else walk_marker(MAX_WALK_ENTRIES)]
-        out = "\n".join([out, *filter(None, markers)])
-        kept = hits.kept[: len(shown)]
+        found = await _grep(args, base, real, ctx.env, ctx.display)
+        shown = fit(found.page, args.head_limit)
+        if shown:
+            out = "\n".join(shown)
+        elif found.entries:
+            out = f"(offset {args.offset} is past the last of {found.entries:,} lines)"
+        else:
+            out = "No matches."
+        if marker := _grep_marker(args, found, len(shown)):
+            out += "\n" + marker
         return ToolOutput(
             text=out,
-            raw_output={"matches": hits.total, "files": hits.files, "searched": hits.searched,
-                        "shown": len(shown), "truncated": len(shown) < hits.total or not complete},
-            locations=[t.ToolCallLocation(path=p, line=n) for p, n, _ in
-                       kept[:GREP_MAX_LOCATIONS]],
+            raw_output={"mode": args.output_mode, "matches": found.matches,
+                        "files": len(found.files), "lines": found.entries,
+                        "offset": args.offset, "shown": len(shown),
+                        "truncated": args.offset + len(shown) < found.entries
+                        or not found.complete},
+            locations=[t.ToolCallLocation(path=p, line=n)
+                       for p, n in found.locations[: len(shown)]],
         )
+

@@ -1,7 +1,8 @@
-"""run_command's local route: the command line (``sh -c``, or the sandbox's command line
-around it: ``tools.sandbox``) in its own process group, output bounded
-(:class:`~.budget.HeadTail`), the whole group killed on timeout or cancellation (in a
-sandbox, ``bwrap`` is the group's leader: killing it kills everything inside)."""
+"""run_command's local route: the command line (the user's shell: ``usershell``, or the
+sandbox's command line around it: ``tools.sandbox``) in its own process group, its output
+captured for the model (:class:`~.output.Capture`: head and tail, all of it saved when
+cut), the whole group killed on timeout or cancellation (in a sandbox, ``bwrap`` is the
+group's leader: killing it kills everything inside)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import ToolError
-from .budget import HeadTail
+from .output import Capture
 
 #: SIGTERM → SIGKILL grace on timeout.
 TERM_GRACE = 2.0
@@ -29,6 +30,8 @@ class CommandResult:
     truncated: bool
     timed_out: bool
     terminal_id: str | None = None
+    saved: str | None = None
+    """The file holding all of the output, when the model's copy was cut."""
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -55,7 +58,7 @@ async def _terminate(proc: asyncio.subprocess.Process) -> None:
     await _exited(proc)
 
 
-async def _pump(stream: asyncio.StreamReader, capture: HeadTail) -> None:
+async def _pump(stream: asyncio.StreamReader, capture: Capture) -> None:
     while chunk := await stream.read(65536):
         capture.feed(chunk)
 
@@ -82,8 +85,10 @@ def _kill_when_started(spawn: asyncio.Future[asyncio.subprocess.Process]) -> Non
 
 
 async def run_local(
-    argv: Sequence[str], cwd: str, timeout: float, env: Mapping[str, str] | None = None
+    argv: Sequence[str], cwd: str, timeout: float, env: Mapping[str, str] | None = None,
+    outputs: str | None = None,
 ) -> CommandResult:
+    """Run ``argv``; ``outputs``: the directory where a cut output is saved whole."""
     if not os.path.isdir(cwd):
         raise ToolError(f"working directory not found: {cwd}")
     spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
@@ -101,7 +106,7 @@ async def run_local(
     except OSError as exc:
         raise ToolError(f"cannot start the command: {exc}") from None
     assert proc.stdout is not None
-    capture = HeadTail()
+    capture = Capture(outputs)
     reader = asyncio.create_task(_pump(proc.stdout, capture))
     timed_out = False
     try:
@@ -125,6 +130,7 @@ async def run_local(
             await asyncio.wait_for(_exited(proc), 2.0)
         raise
     code = proc.returncode
-    output, truncated = capture.render()
+    got = await asyncio.to_thread(capture.finish)
     sig = signal.Signals(-code).name if code is not None and code < 0 else None
-    return CommandResult(code if sig is None else None, sig, output, truncated, timed_out)
+    return CommandResult(code if sig is None else None, sig, got.text, got.cut, timed_out,
+                         saved=got.saved)  # fmt: skip

@@ -14,7 +14,8 @@ from .. import log
 from ..errors import RemoteError, ToolError
 from ..protocol import types as t
 from .base import ToolContext
-from .budget import COMMAND_MAX_BYTES, bound_output
+from .budget import TERMINAL_OUTPUT_BYTES
+from .output import Capture, Captured
 from .shell import CommandResult
 
 #: Bound on each terminal/kill and terminal/release during cleanup.
@@ -60,13 +61,15 @@ def _in_background(make: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
 async def run_terminal(
     ctx: ToolContext, argv: Sequence[str], cwd: str, timeout: float
 ) -> CommandResult:
-    """Run ``argv`` (``sh -c``, or the sandbox's command line around it) in an editor
-    terminal: the editor applies the same fence as the local route."""
+    """Run ``argv`` (the same command line as the local route, the sandbox's around it
+    when there is one: the editor applies the same fence) in an editor terminal; the
+    editor is asked for TERMINAL_OUTPUT_BYTES of output, cut for the model on our side
+    (head and tail; all of it saved when cut)."""
     client, sid = ctx.client, ctx.session_id
     create = asyncio.ensure_future(client.call(
         "terminal/create",
         t.CreateTerminalRequest(session_id=sid, command=argv[0], args=list(argv[1:]),
-                                cwd=cwd, output_byte_limit=COMMAND_MAX_BYTES),
+                                cwd=cwd, output_byte_limit=TERMINAL_OUTPUT_BYTES),
         t.CreateTerminalResponse,
     ))
     try:
@@ -108,8 +111,8 @@ async def run_terminal(
             exit_code = _unset_none(out.exit_status.exit_code)
             sig = _unset_none(out.exit_status.signal)
         # the editor drops the beginning beyond output_byte_limit: the model is told so
-        output, cut = bound_output(str(out.output), editor_cut=out.truncated)
-        return CommandResult(exit_code, sig, output, cut, timed_out, tid)
+        got = await asyncio.to_thread(_captured, str(out.output), ctx.outputs, out.truncated)
+        return CommandResult(exit_code, sig, got.text, got.cut, timed_out, tid, got.saved)
     except asyncio.CancelledError:
         kill = True
         raise
@@ -119,3 +122,11 @@ async def run_terminal(
     finally:
         # Always release (after kill when cancelled), even if this task is cancelled again.
         await asyncio.shield(_in_background(lambda: _finish_terminal(ctx, tid, kill)))
+
+
+def _captured(output: str, outputs: str | None, truncated: bool) -> Captured:
+    capture = Capture(outputs)
+    capture.feed(output.encode("utf-8", "surrogatepass"))
+    lost = (f"The editor's terminal kept only the last {TERMINAL_OUTPUT_BYTES:,} bytes of "
+            "the output; its beginning is lost") if truncated else None  # fmt: skip
+    return capture.finish(lost_head=lost)

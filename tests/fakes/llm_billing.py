@@ -28,6 +28,10 @@ Anthropic (explicit breakpoints, as documented in "Prompt caching"):
 OpenAI (automatic caching): every request's prompt is cached; ``cached_tokens`` is the
 longest prefix of whole parts an earlier request sent under the same ``prompt_cache_key``
 (requests without a key share one scope), rounded down to 128 tokens, and 0 below 1,024.
+The parts: Chat Completions' tool definitions then messages; the Responses API's
+instructions, tool definitions, then input items. A scope holds the prefixes of at most
+:data:`OPENAI_SCOPE_PREFIXES` prompts, the oldest forgotten first (requests without a key
+spread over many servers: one server's cache does not hold every session's prompts).
 """
 
 from __future__ import annotations
@@ -50,6 +54,9 @@ MIN_CACHEABLE: tuple[tuple[str, int], ...] = (
 """Minimum cacheable prefix by model-name prefix; 1,024 tokens for the others."""
 OPENAI_MIN_CACHED = 1024
 OPENAI_INCREMENT = 128
+OPENAI_SCOPE_PREFIXES = 8
+"""Prompts whose prefixes one ``prompt_cache_key`` scope remembers (the fake's model of
+one server's cache: see the module's docstring)."""
 
 
 def canonical(part: Any) -> str:
@@ -83,7 +90,7 @@ class Billing:
 
     bills: list[Bill] = field(default_factory=list)
     _anthropic: dict[str, int] = field(default_factory=dict)  # prefix hash -> tokens
-    _openai: dict[str | None, set[str]] = field(default_factory=dict)  # scope -> prefixes
+    _openai: dict[str | None, list[set[str]]] = field(default_factory=dict)  # scope -> prompts
 
     def bill(self, vendor: str, body: dict[str, Any]) -> Bill:
         model = str(body.get("model", ""))
@@ -118,19 +125,23 @@ class Billing:
     # ------------------------------------------------------------------ OpenAI
 
     def _openai_bill(self, model: str, body: dict[str, Any]) -> Bill:
-        parts = [*(body.get("tools") or []), *(body.get("messages") or [])]
+        instructions = [{"instructions": body["instructions"]}] if body.get("instructions") else []
+        items = body.get("messages") or body.get("input") or []  # Chat or Responses
+        parts = [*instructions, *(body.get("tools") or []), *items]
         texts = [canonical(p) for p in parts]
         ends = _cumulative([tokens(t) for t in texts])
         hashes = _chain(model, texts, {})
         key = body.get("prompt_cache_key")
-        seen = self._openai.setdefault(key if isinstance(key, str) else None, set())
+        prompts = self._openai.setdefault(key if isinstance(key, str) else None, [])
+        seen = set().union(*prompts)
         matched = next((ends[i] for i in reversed(range(len(parts))) if hashes[i] in seen), 0)
         cached = matched // OPENAI_INCREMENT * OPENAI_INCREMENT
         if cached < OPENAI_MIN_CACHED:
             cached = 0
         total = ends[-1] if ends else 0
         if total >= OPENAI_MIN_CACHED:
-            seen.update(hashes)
+            prompts.append(set(hashes))
+            del prompts[:-OPENAI_SCOPE_PREFIXES]
         return Bill("openai", model, total, cached)
 
 

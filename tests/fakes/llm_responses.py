@@ -7,19 +7,22 @@ items it cannot find), for everything the agent builds:
 * parameters: unknown ones (``messages``, ``stream_options``... of Chat Completions),
   ``max_output_tokens`` below 16, a ``reasoning`` or ``include`` of encrypted reasoning for a
   model that does not reason, ``tools`` in the Chat Completions shape, strict tools whose
-  schema is not strict, ``previous_response_id`` with nothing stored;
+  schema is not strict, custom tools without a name or with a ``format`` other than
+  ``text`` or a ``grammar`` (``lark`` or ``regex``, with its ``definition``),
+  ``previous_response_id`` with nothing stored;
 * input items: an unknown type or role, input parts in an assistant message, a reasoning
   item without ``summary``, whose encrypted content this server never issued, or that is
   referenced only by id while nothing is stored (``store: false``: 404 "Item with id ... not
   found"), a reasoning item not followed by the message or call of its answer, an item whose
   id was issued right after a reasoning item but arrives without it (and the reverse), a
-  ``function_call_output`` without its ``function_call`` earlier, a ``function_call``
-  without its output later, ``function_call`` items without any ``tools``, ``item_reference``
-  items (nothing is stored).
+  ``function_call_output`` without its ``function_call`` earlier (likewise a
+  ``custom_tool_call_output`` without its ``custom_tool_call``), a call without its output
+  later, calls without any ``tools``, ``item_reference`` items (nothing is stored).
 
-Beyond the real API's observed errors, two rules are the project's own reading of it: a
-reasoning item sent without id must still be followed by an output item, and function
-calls in the input require ``tools``.
+Beyond the real API's observed errors, three rules are the project's own reading of it: a
+reasoning item sent without id must still be followed by an output item, calls in the
+input require ``tools``, and custom tools are for the models that take them (GPT-5 and
+codex).
 """
 
 from __future__ import annotations
@@ -46,7 +49,9 @@ _EFFORTS = {"none", "minimal", "low", "medium", "high", "xhigh"}
 _ROLES = {"user", "system", "developer", "assistant"}
 _INPUT_PARTS = {"input_text", "input_image", "input_file"}
 _OUTPUT_PARTS = {"output_text", "refusal"}
-_ITEM_TYPES = {"message", "reasoning", "function_call", "function_call_output", "item_reference"}
+_ITEM_TYPES = {"message", "reasoning", "function_call", "function_call_output", "item_reference",
+               "custom_tool_call", "custom_tool_call_output"}
+_CUSTOM_MODEL = re.compile(r"^(gpt-5(?!.*-chat)|codex-)")
 
 
 class ResponsesState:
@@ -61,13 +66,16 @@ class ResponsesState:
 
     def issuer(self, body: Any) -> _Issuer:
         include = body.get("include") if isinstance(body, dict) else None
-        return _Issuer(self, "reasoning.encrypted_content" in (include or ()))
+        tools = body.get("tools") if isinstance(body, dict) else None
+        custom = {t.get("name") for t in tools or [] if t.get("type") == "custom"}
+        return _Issuer(self, "reasoning.encrypted_content" in (include or ()), custom)
 
 
 class _Issuer:
-    def __init__(self, state: ResponsesState, encrypt: bool) -> None:
+    def __init__(self, state: ResponsesState, encrypt: bool, custom: set[str]) -> None:
         self.state = state
         self.encrypt = encrypt
+        self.custom = custom
 
     def new_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self.state._ids):06d}fake"
@@ -130,6 +138,10 @@ def _check(body: Any, state: ResponsesState) -> None:
     tools = body.get("tools") or []
     for i, tool in enumerate(tools):
         _check_tool(i, tool)
+        if isinstance(tool, dict) and tool.get("type") == "custom" and not _CUSTOM_MODEL.match(
+                model):  # fmt: skip
+            raise _Refused(f"Custom tools are not supported with the model '{model}'.",
+                           f"tools[{i}].type", code="unsupported_value")  # fmt: skip
     if body.get("tool_choice", "auto") not in ("auto", "none", "required") and not isinstance(
         body.get("tool_choice"), dict
     ):
@@ -159,6 +171,9 @@ def _check_reasoning(body: dict[str, Any], reasons: bool) -> None:
 
 def _check_tool(i: int, tool: Any) -> None:
     where = f"tools[{i}]"
+    if isinstance(tool, dict) and tool.get("type") == "custom":
+        _check_custom(where, tool)
+        return
     if not isinstance(tool, dict) or tool.get("type") != "function":
         raise _Refused(f"Invalid value for '{where}.type'.", f"{where}.type")
     for name in ("name", "parameters"):
@@ -169,6 +184,30 @@ def _check_tool(i: int, tool: Any) -> None:
         raise _Refused(f"Invalid schema for function '{tool['name']}': In context=(), "
                        "'additionalProperties' is required to be supplied and to be false.",
                        f"{where}.parameters", code="invalid_function_parameters")  # fmt: skip
+
+
+def _check_custom(where: str, tool: dict[str, Any]) -> None:
+    if not isinstance(tool.get("name"), str) or not tool["name"]:
+        raise _Refused(f"Missing required parameter: '{where}.name'.", f"{where}.name",
+                       code="missing_required_parameter")  # fmt: skip
+    allowed = {"type", "name", "description", "format"}
+    for key in tool:
+        if key not in allowed:
+            raise _Refused(f"Unknown parameter: '{where}.{key}'.", f"{where}.{key}",
+                           code="unknown_parameter")  # fmt: skip
+    fmt = tool.get("format", {"type": "text"})
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "text":
+        return
+    if kind != "grammar":
+        raise _Refused(f"Invalid value: '{kind}'. Supported values are: 'text' and 'grammar'.",
+                       f"{where}.format.type", code="invalid_value")  # fmt: skip
+    if fmt.get("syntax") not in ("lark", "regex"):
+        raise _Refused(f"Invalid value: '{fmt.get('syntax')}'. Supported values are: 'lark' "
+                       "and 'regex'.", f"{where}.format.syntax", code="invalid_value")  # fmt: skip
+    if not isinstance(fmt.get("definition"), str) or not fmt["definition"].strip():
+        raise _Refused(f"Missing required parameter: '{where}.format.definition'.",
+                       f"{where}.format.definition", code="missing_required_parameter")  # fmt: skip
 
 
 def _strict_schema(schema: Any) -> bool:
@@ -188,13 +227,14 @@ def _kind(item: dict[str, Any]) -> str:
 
 def _is_output(item: Any) -> bool:
     return isinstance(item, dict) and (
-        _kind(item) == "function_call"
+        _kind(item) in ("function_call", "custom_tool_call")
         or (_kind(item) == "message" and item.get("role") == "assistant")
     )
 
 
 def _check_items(items: list[Any], has_tools: bool, stateless: bool, state: ResponsesState) -> None:
     calls: set[str] = set()
+    custom: set[str] = set()
     outputs: set[str] = set()
     for i, item in enumerate(items):
         where = f"input[{i}]"
@@ -207,16 +247,21 @@ def _check_items(items: list[Any], has_tools: bool, stateless: bool, state: Resp
             _check_message(where, item)
         elif kind == "reasoning":
             _check_reasoning_item(where, items, i, stateless, state)
-        elif kind == "function_call":
-            for name in ("call_id", "name", "arguments"):
+        elif kind in ("function_call", "custom_tool_call"):
+            text = "arguments" if kind == "function_call" else "input"
+            for name in ("call_id", "name", text):
                 if not isinstance(item.get(name), str):
                     raise _Refused(
                         f"Missing required parameter: '{where}.{name}'.", f"{where}.{name}"
                     )
             calls.add(item["call_id"])
-        elif kind == "function_call_output":
-            if item.get("call_id") not in calls:
-                raise _Refused("No tool call found for function call output with call_id "
+            if kind == "custom_tool_call":
+                custom.add(item["call_id"])
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            wanted = "custom tool call" if kind == "custom_tool_call_output" else "tool call"
+            if item.get("call_id") not in calls or (
+                    (item.get("call_id") in custom) != (kind == "custom_tool_call_output")):
+                raise _Refused(f"No {wanted} found for {kind.replace('_', ' ')} with call_id "
                                f"{item.get('call_id')}.", "input")  # fmt: skip
             _check_output(where, item.get("output"))
             outputs.add(item["call_id"])

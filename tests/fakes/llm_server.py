@@ -464,8 +464,8 @@ def _billed(reply: Reply, vendor: str, body: dict[str, Any], bill: Bill) -> Repl
     steps: list[Step] = [s for s in reply.steps if not isinstance(s, Usage)]
     if vendor == "anthropic":
         steps.insert(0, usage)
-    elif (body.get("stream_options") or {}).get("include_usage"):
-        steps.append(usage)
+    elif vendor == "responses" or (body.get("stream_options") or {}).get("include_usage"):
+        steps.append(usage)  # (the Responses API reports it in response.completed)
     return dataclasses.replace(reply, steps=steps)
 
 

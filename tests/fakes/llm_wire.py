@@ -266,6 +266,11 @@ class Issuer(Protocol):
         """The item's encrypted content, or ``None`` when the request did not ask for it."""
         ...
 
+    @property
+    def custom(self) -> set[str]:
+        """The tools the request offered as custom tools (their calls are free text)."""
+        ...
+
     def followed(self, reasoning_id: str, item_id: str) -> None:
         """``item_id`` is the output item that came right after the reasoning item."""
         ...
@@ -391,15 +396,20 @@ def responses_events(steps: list[Step], model: str, issuer: Issuer) -> list[byte
             message_delta(step.text, "output_text")
         elif isinstance(step, Refusal):
             message_delta(step.text, "refusal")
-        elif isinstance(step, ToolCall):
-            call = {"id": issuer.new_id("fc"), "type": "function_call", "status": "in_progress",
-                    "arguments": "", "call_id": step.call_id, "name": step.name}  # fmt: skip
+        elif isinstance(step, ToolCall):  # a custom tool's call carries its text as is
+            custom = step.name in issuer.custom
+            kind, field, prefix, event = (
+                ("custom_tool_call", "input", "ctc", "response.custom_tool_call_input")
+                if custom else
+                ("function_call", "arguments", "fc", "response.function_call_arguments"))
+            call = {"id": issuer.new_id(prefix), "type": kind, "status": "in_progress",
+                    field: "", "call_id": step.call_id, "name": step.name}  # fmt: skip
             open_item(call)
             at = {"item_id": call["id"], "output_index": len(done)}
             for piece in _pieces(step.arguments, step.pieces):
-                emit("response.function_call_arguments.delta", **at, delta=piece)
-            emit("response.function_call_arguments.done", **at, arguments=step.arguments)
-            call["arguments"] = step.arguments
+                emit(f"{event}.delta", **at, delta=piece)
+            emit(f"{event}.done", **at, **{field: step.arguments})
+            call[field] = step.arguments
             close_item()
         elif isinstance(step, Finish):
             close_item()

@@ -13,7 +13,7 @@ import pytest
 
 from acp_agent.errors import RemoteError, ToolError
 from acp_agent.protocol import types as t
-from acp_agent.tools import budget
+from acp_agent.tools import budget, output, terminal, usershell
 from acp_agent.tools.command import RunCommand
 
 from ..limits import eventually
@@ -79,7 +79,8 @@ async def test_local_output_exit_code_cwd(ws: Path, fake: MakeClient, tmp_path: 
     out = await run.run({"command": "pwd; echo err >&2; exit 3", "cwd": "src"}, ctx)
     assert out.text == f"{ws / 'src'}\nerr\n\nExit code: 3"
     assert out.raw_output == {"exitCode": 3, "signal": None, "output": f"{ws / 'src'}\nerr\n",
-                              "truncated": False, "timedOut": False, "sandbox": "off"}
+                              "truncated": False, "timedOut": False, "savedOutput": None,
+                              "sandbox": "off"}
     assert client.calls == [] and client.emitted == []
     body = wire(out.content)[0]["content"]["text"]
     assert body.startswith("```\n") and body.endswith("Exit code: 3")
@@ -114,16 +115,55 @@ async def test_local_background_job_holding_output_does_not_hang(
     await group_gone(int((ws / "pid").read_text()))
 
 
-async def test_local_flood_is_bounded(ws: Path, fake: MakeClient) -> None:
-    cmd = "echo FIRST; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo LAST"
-    out = await run.run({"command": cmd}, fake().context(str(ws)))
-    assert out.raw_output["truncated"] is True
-    assert len(out.raw_output["output"]) <= budget.COMMAND_MAX_BYTES + 300
+async def test_local_flood_keeps_head_and_tail_and_saves_all(
+    ws: Path, fake: MakeClient, tmp_path: Path
+) -> None:
+    """A flood: the model reads its beginning and its end within the token budget, the
+    marker names the file holding all of it, and that file is complete."""
+    cmd = "echo FIRST; head -c 3000000 /dev/zero | tr '\\0' x; echo; seq 1 5000; echo LAST"
+    ctx = fake().context(str(ws))
+    ctx.outputs = str(tmp_path / "outputs" / "sess-1")
+    out = await run.run({"command": cmd}, ctx)
+    assert out.raw_output["truncated"] is True and not out.is_error
+    assert budget.estimate_tokens(out.text) <= budget.COMMAND_MAX_TOKENS + 200  # and the marker
     assert out.text.startswith("FIRST\n" + "x" * 100)
-    assert ("x\n[... 2,970,012 bytes of output omitted. To see all of it, redirect the output "
-            "to a file (`cmd > out.log 2>&1`) and read it in parts with read_file (offset/limit) "
-            "or grep.]\nxxx") in out.text
-    assert out.text.endswith("LAST\n\nExit code: 0")
+    assert out.text.endswith("4999\n5000\nLAST\n\nExit code: 0")
+    saved = out.raw_output["savedOutput"]
+    assert saved is not None and os.path.dirname(saved) == ctx.outputs
+    assert f"of output omitted. All of it is saved in {saved}: read_file it" in out.text
+    full = (await asyncio.create_subprocess_shell(cmd, stdout=asyncio.subprocess.PIPE))
+    expected, _ = await full.communicate()
+    assert Path(saved).read_bytes() == expected
+    assert ctx.saved_output(saved) and not ctx.inside_roots(saved)
+
+
+async def test_cut_output_without_a_directory_says_how_to_see_it(
+    ws: Path, fake: MakeClient
+) -> None:
+    out = await run.run({"command": "seq 1 100000"}, fake().context(str(ws)))
+    assert out.raw_output["savedOutput"] is None
+    assert "of output omitted. To see all of it, redirect the output to a file" in out.text
+    assert out.text.startswith("1\n2\n") and out.text.endswith("100000\n\nExit code: 0")
+
+
+def test_saved_outputs_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file holds at most MAX_FILE_BYTES (the marker says so); the directory at most
+    MAX_DIR_BYTES, the oldest files deleted first."""
+    monkeypatch.setattr(output, "KEEP_BYTES", 100)
+    monkeypatch.setattr(output, "MAX_FILE_BYTES", 1000)
+    monkeypatch.setattr(output, "MAX_DIR_BYTES", 2500)
+    directory = tmp_path / "out"
+    saved = []
+    for i in range(4):
+        capture = output.Capture(str(directory))
+        for _ in range(30):
+            capture.feed(f"{i}".encode() * 99 + b"\n")
+        got = capture.finish()
+        assert got.saved is not None and Path(got.saved).stat().st_size == 1000
+        assert "(the first 1,000 bytes of 3,000 bytes) is saved in" in got.text
+        os.utime(got.saved, (1_700_000_000 + i,) * 2)
+        saved.append(got.saved)
+    assert sorted(os.listdir(directory)) == sorted(os.path.basename(p) for p in saved[-2:])
 
 
 async def test_local_cancel_kills_group(ws: Path, fake: MakeClient) -> None:
@@ -173,6 +213,60 @@ async def test_local_signal_exit(ws: Path, fake: MakeClient) -> None:
     out = await run.run({"command": "kill -TERM $$"}, fake().context(str(ws)))
     assert out.raw_output["signal"] == "SIGTERM" and out.raw_output["exitCode"] is None
     assert "Killed by signal SIGTERM" in out.text
+    assert out.is_error  # an error result, unlike an exit code
+    failing = await run.run({"command": "exit 3"}, fake().context(str(ws)))
+    assert not failing.is_error and failing.text.endswith("Exit code: 3")
+
+
+# ---------------------------------------------------------------------- the user's shell
+
+
+async def test_bash_syntax_runs_in_the_users_bash(
+    ws: Path, fake: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under SHELL=/bin/bash commands run in bash (not sh: dash on Debian), and the
+    description names exactly that."""
+    monkeypatch.setenv("SHELL", "/bin/bash")
+    usershell.user_shell.cache_clear()
+    try:
+        tool = RunCommand()
+        assert "Run a command line as `/bin/bash -c <command>`" in tool.spec.description
+        cmd = ("[[ a == a ]] && echo double; echo {x,y}; echo out &> both.txt; cat both.txt;"
+               " v=word; echo ${v^^}; source /dev/null && echo sourced")
+        out = await Raw(tool).run({"command": cmd}, fake().context(str(ws)))
+        assert out.text == "double\nx y\nout\nWORD\nsourced\n\nExit code: 0"
+    finally:
+        usershell.user_shell.cache_clear()
+
+
+def test_which_shell(tmp_path: Path) -> None:
+    """$SHELL when bash or zsh; else bash on PATH; else /bin/sh."""
+    bash = usershell.choose({"SHELL": "/bin/bash"})
+    assert (bash.path, bash.name, bash.why) == ("/bin/bash", "bash", "your $SHELL")
+    fish = usershell.choose({"SHELL": "/usr/bin/fish", "PATH": "/usr/bin:/bin"})
+    assert fish.name == "bash" and fish.why == "your $SHELL (/usr/bin/fish) is not bash or zsh"
+    assert fish.argv("ls") == [fish.path, "-c", "ls"]
+    nothing = usershell.choose({"PATH": str(tmp_path)})
+    assert nothing.path == "/bin/sh" and "bash was not found" in nothing.why
+
+
+async def test_login_environment_is_read_once_from_a_login_shell(tmp_path: Path) -> None:
+    """``bash -l`` reads the profile: what it exports is there; a profile that hangs is
+    given up on, and says so."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bash_profile").write_text('export FROM_PROFILE=yes; PATH="$HOME/tool/bin:$PATH"\n'
+                                        "echo noise from the profile\n")
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin"}
+    bash = usershell.choose({"SHELL": "/bin/bash"})
+    got = await usershell.login_environment(bash, str(tmp_path), env)
+    assert got.env is not None and got.env["FROM_PROFILE"] == "yes"
+    assert got.env["PATH"].startswith(f"{home}/tool/bin:") and "LC_CTYPE" not in got.env
+    (home / ".bash_profile").write_text("sleep 30\n")
+    slow = await usershell.login_environment(bash, str(tmp_path), env, timeout=0.5)
+    assert slow.env is None and slow.problem == "/bin/bash -l took more than 0.5 s"
+    sh = await usershell.login_environment(usershell.Shell("/bin/sh", "sh", ""), "/", env)
+    assert sh.env is None
 
 
 # ---------------------------------------------------------------------- editor terminal
@@ -185,10 +279,10 @@ async def test_terminal_route(ws: Path, fake: MakeClient) -> None:
     assert client.methods == ["terminal/create", "terminal/wait_for_exit", "terminal/output",
                               "terminal/release"]
     create = wire(client.calls[0][1])
-    assert create["command"] == "/bin/sh"
+    assert create["command"] == usershell.user_shell().path  # as on the local route
     assert create["args"] == ["-c", "echo hello; echo oops >&2; exit 2"]
     assert create["cwd"] == str(ws / "src")
-    assert create["outputByteLimit"] == budget.COMMAND_MAX_BYTES
+    assert create["outputByteLimit"] == budget.TERMINAL_OUTPUT_BYTES
     assert create["sessionId"] == "sess-1"
     # the terminal is embedded in the tool call before anything else happens to it
     kinds = [e[0] if e[0] == "emit" else e[1][0] for e in client.events]
@@ -217,7 +311,7 @@ async def test_terminal_timeout_kills_outputs_releases(
     assert client.methods == ["terminal/create", "terminal/wait_for_exit", "terminal/kill",
                               "terminal/output", "terminal/release"]
     assert out.raw_output["timedOut"] is True and "partial" in out.text
-    assert "Timed out" in out.text
+    assert "Timed out" in out.text and out.is_error
     term = client.terminals["term-1"]
     assert term.killed and term.released and term.proc.returncode is not None
 
@@ -268,15 +362,21 @@ async def test_terminal_release_survives_a_second_cancel(
     assert client.methods[-2:] == ["terminal/kill", "terminal/release"]
 
 
-async def test_terminal_output_bounded_and_truncation_reported(ws: Path, fake: MakeClient) -> None:
+async def test_terminal_output_keeps_head_and_tail(
+    ws: Path, fake: MakeClient, tmp_path: Path
+) -> None:
+    """The editor is asked for enough output; the cut for the model is ours, head kept."""
     client: FakeClient = fake(terminal=True)
-    out = await run.run({"command": "head -c 200000 /dev/zero | tr '\\0' y; echo; echo END"},
-                        client.context(str(ws)))
+    ctx = client.context(str(ws))
+    ctx.outputs = str(tmp_path / "outputs")
+    out = await run.run({"command": "echo FIRST ERROR; seq 1 100000; echo END"}, ctx)
     assert out.raw_output["truncated"] is True
-    assert out.text.startswith("[The editor's terminal cut the beginning of the output")
-    body = out.text.split("\n", 1)[1]
-    assert len(body.encode()) <= budget.COMMAND_MAX_BYTES + len("\n\nExit code: 0")
-    assert out.text.endswith("END\n\nExit code: 0")
+    assert out.text.startswith("FIRST ERROR\n1\n2\n")
+    assert out.text.endswith("100000\nEND\n\nExit code: 0")
+    assert budget.estimate_tokens(out.text) <= budget.COMMAND_MAX_TOKENS + 200  # and the marker
+    saved = Path(out.raw_output["savedOutput"])
+    text = saved.read_text()
+    assert text.splitlines()[-1] == "END" and len(text) == 12 + 588_895 + 4
 
 
 async def test_terminal_errors(ws: Path, fake: MakeClient) -> None:
@@ -299,18 +399,17 @@ def test_no_terminal_calls_without_capability() -> None:
 
 
 async def test_terminal_truncated_flag_becomes_a_marker(
-        ws: Path, fake: MakeClient) -> None:  # fmt: skip
+        ws: Path, fake: MakeClient, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """The editor keeps only the last output_byte_limit bytes and says `truncated`: the
-    model is told the beginning is gone and how to see everything."""
+    model is told the beginning is gone."""
+    monkeypatch.setattr(terminal, "TERMINAL_OUTPUT_BYTES", 30_000)
     client = fake(terminal=True)
     out = await run.run({"command": "seq 1 20000"}, client.context(str(ws)))
     term = client.terminals["term-1"]
-    assert term.truncated and term.limit == budget.COMMAND_MAX_BYTES
+    assert term.truncated and term.limit == 30_000
     first, rest = out.text.split("\n", 1)
-    assert first == (
-        "[The editor's terminal cut the beginning of the output (it keeps the last 30,000 "
-        "bytes). To see all of it, redirect the output to a file (`cmd > out.log 2>&1`) and "
-        "read it in parts with read_file (offset/limit) or grep.]")
+    assert first == ("[The editor's terminal kept only the last 30,000 bytes of the output; "
+                     "its beginning is lost]")
     assert rest.endswith("\n19999\n20000\n\nExit code: 0")
     assert out.raw_output["truncated"] is True
     small: FakeClient = fake(terminal=True)

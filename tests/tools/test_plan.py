@@ -65,14 +65,18 @@ def test_builtin_toolset() -> None:
     assert isinstance(tools, Toolset)
     names = [s.name for s in tools.specs()]
     assert names == ["read_file", "write_file", "edit_file", "move_file", "list_directory",
-                     "glob", "grep", "run_command", "update_plan", "write_plan", "discard_plan",
-                     "ask_user"]
+                     "glob", "grep", "run_command", "web_fetch", "update_plan", "write_plan",
+                     "discard_plan", "ask_user"]
     kinds = {name: tools.get(name).kind for name in names}  # type: ignore[union-attr]
     assert kinds == {"read_file": "read", "write_file": "edit", "edit_file": "edit",
                      "move_file": "move",
                      "list_directory": "read", "glob": "search", "grep": "search",
-                     "run_command": "execute", "update_plan": "think", "write_plan": "think",
-                     "discard_plan": "think", "ask_user": "think"}
+                     "run_command": "execute", "web_fetch": "fetch", "update_plan": "think",
+                     "write_plan": "think", "discard_plan": "think", "ask_user": "think"}
+    codex = [s.name for s in builtin_tools(style="codex").specs()]
+    assert codex == ["read_file", "apply_patch", "list_directory", "glob", "grep",
+                     "run_command", "web_fetch", "update_plan", "write_plan", "discard_plan",
+                     "ask_user"]
     for spec in tools.specs():
         params = spec.parameters
         assert params["type"] == "object" and params["additionalProperties"] is False

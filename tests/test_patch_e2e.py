@@ -1,0 +1,102 @@
+"""GPT-5 models edit with apply_patch, through the real OpenAI SDK against the fake: a
+custom (free-text, grammar-bound) tool on the Responses API at OpenAI, a function taking
+the patch over Chat Completions; a patch that fails is an error naming the hunk, and
+nothing changes. Other models keep edit_file/write_file/move_file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_agent.tools.patch import GRAMMAR
+
+from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, ToolCall
+from .routes import CHAT, GPT5_CHAT, RESPONSES, Route
+from .schema_check import SchemaChecker
+
+GOOD = ("*** Begin Patch\n*** Update File: hello.txt\n@@\n hello\n-world\n+patched world\n"
+        "*** Add File: added.txt\n+new\n*** End Patch\n")  # fmt: skip
+BAD = ("*** Begin Patch\n*** Update File: hello.txt\n@@ nowhere\n-world\n+x\n"
+       "*** End Patch\n")  # fmt: skip
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeLLMServer]:
+    async with FakeLLMServer() as s:
+        yield s
+
+
+def call(route: Route, call_id: str, patch: str) -> ToolCall:
+    if route is RESPONSES:
+        return ToolCall(call_id, "apply_patch", patch)  # the patch itself
+    return ToolCall(call_id, "apply_patch", json.dumps({"input": patch}))
+
+
+@pytest.mark.parametrize("route", [RESPONSES, GPT5_CHAT], ids=lambda r: r.name)
+async def test_apply_patch_applies_and_a_bad_hunk_is_named(
+    route: Route, checker: SchemaChecker, state_dir: str, workspace: str,
+    server: FakeLLMServer, tmp_path: Path,
+) -> None:  # fmt: skip
+    server.enqueue(
+        Reply([call(route, "c1", BAD), Finish("tool_calls")]),
+        Reply([call(route, "c2", GOOD), Finish("tool_calls")]),
+        Reply([Text("done"), Finish("stop")]),
+    )
+    async with route.agent(checker, state_dir, server, tmp_path, "--mode", "bypass") as agent:
+        await agent.initialize()
+        sid = await agent.new_session(workspace)
+        assert (await agent.prompt(sid, "patch it"))["stopReason"] == "end_turn"
+        finals = [u for u in agent.updates_of(sid, "tool_call_update")
+                  if u.get("status") in ("completed", "failed")]  # fmt: skip
+        diffs = [c for u in finals for c in u.get("content", []) if c["type"] == "diff"]
+    assert [u["status"] for u in finals] == ["failed", "completed"]
+    assert {d["path"] for d in diffs} == {str(Path(workspace) / n)
+                                          for n in ("hello.txt", "added.txt")}  # fmt: skip
+    assert (Path(workspace) / "hello.txt").read_text() == "hello\npatched world\n"
+    assert (Path(workspace) / "added.txt").read_text() == "new\n"
+    first, second, third = (r.body for r in server.requests)
+    names = route.tool_names(first)
+    assert "apply_patch" in names and not {"edit_file", "write_file", "move_file"} & set(names)
+    plan = next(t for t in route.tools(first) if t["name"] == "update_plan")
+    assert set(plan["parameters"]["properties"]) == {"plan", "explanation"}
+    failed = route.tool_results(second)[-1]
+    assert "hello.txt, hunk 1 (`@@ nowhere`): the line `nowhere` was not found" in failed
+    assert "Nothing was changed" in failed
+    if route is RESPONSES:
+        patch_tool = next(t for t in first["tools"] if t["name"] == "apply_patch")
+        assert patch_tool["type"] == "custom" and "parameters" not in patch_tool
+        assert patch_tool["format"] == {"type": "grammar", "syntax": "lark", "definition": GRAMMAR}
+        kinds = [i["type"] for i in third["input"] if i.get("type") != "message"]
+        assert kinds == ["custom_tool_call", "custom_tool_call_output"] * 2
+        sent = [i for i in third["input"] if i.get("type") == "custom_tool_call"]
+        assert [i["input"] for i in sent] == [BAD, GOOD]
+        assert first["prompt_cache_key"] == sid  # the official endpoint gets the session's key
+    else:
+        fn = next(t["function"] for t in first["tools"] if t["function"]["name"] == "apply_patch")
+        assert fn["parameters"]["required"] == ["input"]
+        assert "prompt_cache_key" not in first
+
+
+async def test_other_models_keep_the_standard_tools_and_config_can_switch(
+    checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """gpt-4.1 keeps edit_file; `tool-style = "codex"` in its overrides gives it apply_patch."""
+    server.enqueue(Reply([Text("a"), Finish("stop")]), Reply([Text("b"), Finish("stop")]))
+    async with CHAT.agent(checker, state_dir, server, tmp_path) as agent:
+        await agent.initialize()
+        await agent.prompt(await agent.new_session(workspace), "hi")
+    standard = CHAT.tool_names(server.requests[0].body)
+    assert {"edit_file", "write_file", "move_file"} <= set(standard)
+    assert "apply_patch" not in standard
+    switched = Route("chat", CHAT.model,
+                     '[model-overrides."openai:gpt-4.1"]\ntool-style = "codex"\n')
+    async with switched.agent(checker, state_dir, server, tmp_path) as agent:
+        await agent.initialize()
+        await agent.prompt(await agent.new_session(workspace), "hi")
+    codex: Any = CHAT.tool_names(server.requests[1].body)
+    assert "apply_patch" in codex and "edit_file" not in codex
