@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="acp-agent",
         description=DESCRIPTION
         + "\n\nAlso: `acp-agent run PROMPT` and `acp-agent chat`, `acp-agent login` and"
-        " `acp-agent logout` (store or forget a provider's API key; see their --help).",
+        " `acp-agent logout` (store or forget a provider's API key), `acp-agent serve` (the"
+        " agent over the network: Streamable HTTP and WebSocket); see their --help.",
         epilog=epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -289,6 +290,10 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("run", "chat"):
         human_main(argv)
+    if argv and argv[0] == "serve":  # the agent as a network service (transports/)
+        from .transports.command import main as serve_main
+
+        raise SystemExit(serve_main(argv[1:]))
     at = _login_command(argv)
     if at is not None:
         from .login import main as login_main

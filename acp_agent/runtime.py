@@ -77,6 +77,7 @@ class Runtime:
         )  # a session's system prompt built before its first turn, with its mode and model
         self._store: Store | None = None
         self._store_lock = threading.Lock()
+        self._owns_store = True
         self._providers: dict[str, ModelProvider] = {}
         self._retired: list[ModelProvider] = []
         self.disabled: set[str] = set()
@@ -103,6 +104,12 @@ class Runtime:
                     state_dir = self.config.state_dir or default_state_dir()
                     self._store = Store(state_dir, index=SessionIndex(state_dir))
         return self._store
+
+    def share_store(self, store: Store) -> None:
+        """Use ``store``, shared with the process's other connections (``acp-agent
+        serve``): one writer thread orders every change to a log, whichever connection
+        makes it; :meth:`shutdown` leaves it open."""
+        self._store, self._owns_store = store, False
 
     def _ready_store(self) -> None:
         """The store and its index open (a worker thread): ``session/new`` does not wait
@@ -469,7 +476,7 @@ class Runtime:
                 await asyncio.wait_for(provider.aclose(), 0.2)
             except Exception as exc:  # shutting down: a provider that fails to close is fine
                 log.debug("provider close failed", error=repr(exc))
-        if self._store is not None:  # every queued write reaches the disk before exit
+        if self._store is not None and self._owns_store:  # every queued write reaches the disk
             await asyncio.to_thread(self._store.writer.close)
 
 
