@@ -43,8 +43,9 @@ async def respond(
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:
-    """The request's body, or ``None`` once it passes ``limit`` bytes (the rest is not
-    read: the server closes the exchange)."""
+    """The request's body, or ``None`` when it is over ``limit`` bytes. An oversized body
+    is read on (and dropped) up to four times the limit, so the client, still sending,
+    gets the refusal rather than a reset connection; past that the exchange is cut."""
     parts: list[bytes] = []
     size = 0
     while True:
@@ -53,8 +54,9 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
             return None
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > limit:
-            return None
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts)
+        if size <= limit:
+            parts.append(chunk)
+        elif parts:
+            parts.clear()
+        if not message.get("more_body", False) or size > 4 * limit:
+            return b"".join(parts) if size <= limit else None

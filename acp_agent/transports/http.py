@@ -99,7 +99,8 @@ async def post(hub: Hub, receive: Receive, send: Send, h: dict[str, str],
                       " application/json\n", extra=extra)  # fmt: skip
         return
     declared = h.get("content-length", "")
-    body = None if declared.isdigit() and int(declared) > limit else await read_body(receive, limit)
+    too_big = declared.isdigit() and int(declared) > 4 * limit
+    body = None if too_big else await read_body(receive, limit)
     if body is None:
         await respond(send, 413, f"Payload Too Large: a message may be at most {limit} bytes\n",
                       extra=[(b"connection", b"close"), *extra])  # fmt: skip

@@ -95,12 +95,12 @@ class Peer:
         and answered while the transport can still carry it, sessions released."""
         if self._closing is None:
             self.reason = reason
+            self.holds.leaving(self.id)  # a claim of its sessions waits for their release
             self._closing = asyncio.ensure_future(self._close())
         return self._closing
 
     async def _close(self) -> None:
         log.info("connection closing", connection_id=self.id, reason=self.reason)
-        self.holds.leaving(self.id)
         self.inbox.end()
         try:
             self.agent.cancel_all()  # as at stdin's end: every turn ends now

@@ -12,6 +12,7 @@ with 1001. When the socket goes, the connection ends as stdio does at end of inp
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from .. import log
 from .asgi import Headers, Receive, Scope, Send
@@ -20,7 +21,6 @@ from .lines import FrameSink, SlowReader
 
 GOING_AWAY = 1001
 POLICY = 1008
-TRY_LATER = 1013
 
 
 async def reject(send: Send, status: int, text: str, extra: Headers = ()) -> None:
@@ -75,10 +75,11 @@ async def handle(hub: Hub, scope: Scope, receive: Receive, send: Send) -> None:
         await asyncio.wait([reading, ended], return_when=asyncio.FIRST_COMPLETED)
         if reading.done():  # the client went away
             await hub.close(peer, "the client disconnected")
-        else:  # the server ended it: say why
+        else:  # the server ended it: say why (a client that reads nothing never hears it)
             code = GOING_AWAY if hub.draining else codes.get("code", 1000)
-            await send({"type": "websocket.close", "code": code,
-                        "reason": (peer.reason or "")[:120]})  # fmt: skip
+            close = {"type": "websocket.close", "code": code, "reason": (peer.reason or "")[:120]}
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(send(close), 1.0)
     finally:
         reading.cancel()
         ended.cancel()
