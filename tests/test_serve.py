@@ -52,7 +52,7 @@ Connect = Callable[..., Any]
 
 
 @pytest.fixture(params=["ws", "http"])
-def connect(request: pytest.FixtureRequest, checker: SchemaChecker) -> Connect:
+async def connect(request: pytest.FixtureRequest, checker: SchemaChecker) -> AsyncIterator[Connect]:
     """A connected client of the profile (its own schema checker, its failures the
     test's)."""
     made: list[Client] = []
@@ -69,6 +69,7 @@ def connect(request: pytest.FixtureRequest, checker: SchemaChecker) -> Connect:
 
     yield make
     for client in made:
+        await client.close()
         checker.failures.extend(client.checker.failures)
 
 
@@ -345,7 +346,6 @@ async def test_connections_beyond_the_limit_are_refused(config: Config) -> None:
             await http.initialize()
         assert full.value.code == 503 and "at most 1" in str(full.value.message)
         await ws.close()
-        await hub.peers and next(iter(hub.peers.values())).closed.wait() if hub.peers else None
         await http.close()
 
 
@@ -385,6 +385,8 @@ async def test_a_client_that_stops_reading_is_cut_off(config: Config, tmp_path: 
         await other.request("session/load", {"sessionId": sid, "cwd": workspace, "mcpServers": []})
         await other.close()
         ws.socket.transport.abort()  # (the server's socket waits for the client to read)
+        await ws.closed.wait()
+        await ws.close()
 
 
 # ---------------------------------------------------------------------- the end
