@@ -419,3 +419,31 @@ async def test_draining_cancels_turns_and_ends_connections(
     stored = Path(str(hub.config.state_dir), "sessions", f"{sid}.jsonl").read_text()
     assert "partial answer" in stored and NEVER not in stored
     await client.close()
+
+
+# ---------------------------------------------------------------------- the streams
+
+
+async def test_the_end_of_a_load_follows_its_replay() -> None:
+    """``session/load``'s response (the connection's stream) waits until the replay
+    written before it (the session's stream) has been sent, when that stream is read."""
+    from acp_agent.transports.streams import Router
+
+    router = Router(1 << 20, 1.0, lambda exc: None, 4)
+    router.expect(1, None, after="s1")
+    box = router.mailbox("s1")
+    assert box is not None and box.attach(reader := object())
+    update = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"}}\n'
+    response = b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    router.write_line(update)
+    router.write_line(response)
+    assert list(router.connection.lines) == [] and list(box.lines) == [update]
+    assert router.take(box) == b"data: " + update + b"\n"
+    router.sent(box)
+    assert list(router.connection.lines) == [response]
+    # with nobody reading the session's stream, nothing waits for it
+    router.expect(2, None, after="s1")
+    box.detach(reader)
+    router.write_line(update)
+    router.write_line(b'{"jsonrpc":"2.0","id":2,"result":{}}\n')
+    assert len(router.connection.lines) == 2 and len(box.lines) == 1

@@ -163,7 +163,10 @@ def _route(peer: Peer, message: Inbound, header: str | None) -> tuple[int, str] 
                 and not peer.holds.is_leaving(holder)):
             return 409, f"Conflict: {held_elsewhere(sid).message.removeprefix('Invalid request: ')}\n"
         if message.id is not UNSET and valid_id(message.id):
-            router.expect(message.id, None if message.method == "session/load" else sid)
+            if message.method == "session/load":  # on the connection's, after the replay
+                router.expect(message.id, None, after=sid)
+            else:
+                router.expect(message.id, sid)
         return None
     if message.id is not UNSET and valid_id(message.id):  # a response to our request
         asked = router.asked.pop(request_key(message.id), None)
@@ -252,6 +255,8 @@ async def get(hub: Hub, receive: Receive, send: Send, h: dict[str, str],
         await _stream(router, box, receive, send, hub.limits.keepalive, extra)
     finally:
         box.detach(reader)
+        box.sending = False
+        router.sent(box, left=True)  # nothing waits on a stream nobody reads
         router.touch()
 
 
@@ -273,8 +278,11 @@ async def _stream(router: Router, box: Mailbox, receive: Receive, send: Send,
         await send({"type": "http.response.start", "status": 200, "headers": head})
         while not gone.is_set():
             if box.lines:
+                box.sending = True
                 await send({"type": "http.response.body", "body": router.take(box),
                             "more_body": True})  # fmt: skip
+                box.sending = False
+                router.sent(box)
                 continue
             if box.ended:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})

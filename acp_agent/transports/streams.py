@@ -8,6 +8,12 @@ connection's. A stream without a reader keeps its messages for the next one (the
 opens a session's stream when it first sees the session's id, and again after it
 dropped); :class:`~acp_agent.transports.lines.Outbox` bounds what they may hold.
 
+Two streams are two TCP connections (through a balancer, two of its buffers), so nothing
+orders one against the other, yet a client reads the end of ``session/load`` (its
+response, on the connection's stream) as the end of the replay (on the session's): the
+response waits until the replay written before it has been handed to the session
+stream's socket (:meth:`Router.sent`), when that stream has a reader.
+
 Routing costs one partial decode of each outgoing line (``id``, ``method`` and
 ``params.sessionId``; msgspec skips the rest).
 """
@@ -56,13 +62,15 @@ def probe(line: bytes) -> Probe:
 class Mailbox:
     """One SSE stream's messages, and whether a response is reading them."""
 
-    __slots__ = ("ended", "lines", "reader", "wake")
+    __slots__ = ("ended", "lines", "reader", "sending", "session_id", "wake")
 
-    def __init__(self) -> None:
+    def __init__(self, session_id: str | None = None) -> None:
+        self.session_id = session_id
         self.lines: collections.deque[bytes] = collections.deque()
         self.reader: object | None = None
         self.wake = asyncio.Event()
         self.ended = False
+        self.sending = False
 
     def attach(self, reader: object) -> bool:
         if self.reader is not None:
@@ -89,8 +97,11 @@ class Router(Outbox):
         self.connection = Mailbox()
         self.sessions: dict[str, Mailbox] = {}
         self.max_streams = max_streams
-        self._responses: dict[tuple[type, Any], str | None] = {}
-        """Where the response to each client request goes (a session id, or None)."""
+        self._responses: dict[tuple[type, Any], tuple[str | None, str | None]] = {}
+        """Where the response to each client request goes (a session id, or None), and
+        the session whose stream it follows (``session/load``'s)."""
+        self._held: dict[str, list[bytes]] = {}
+        """Connection-stream lines waiting for a session stream to be written out."""
         self.asked: dict[tuple[type, Any], str | None] = {}
         """The session each of the agent's requests to the client came on."""
         self._initialize: tuple[tuple[type, Any], asyncio.Future[bytes]] | None = None
@@ -109,10 +120,10 @@ class Router(Outbox):
 
     # ------------------------------------------------------------------ the client's side
 
-    def expect(self, request_id: Any, session_id: str | None) -> None:
+    def expect(self, request_id: Any, session_id: str | None, after: str | None = None) -> None:
         """A client request is on its way in: its response goes to ``session_id``'s
-        stream (``None``: the connection's)."""
-        self._responses[request_key(request_id)] = session_id
+        stream (``None``: the connection's), after what ``after``'s stream holds."""
+        self._responses[request_key(request_id)] = (session_id, after)
 
     def initialize(self, request_id: Any) -> asyncio.Future[bytes]:
         """The response to ``initialize``, which its POST answers itself."""
@@ -129,7 +140,7 @@ class Router(Outbox):
         if box is None:
             if len(self.sessions) >= self.max_streams:
                 return None
-            box = self.sessions[session_id] = Mailbox()
+            box = self.sessions[session_id] = Mailbox(session_id)
             box.ended = self.closed
         return box
 
@@ -147,7 +158,14 @@ class Router(Outbox):
                 if not future.done():
                     future.set_result(line)
                 return
-            session_id = self._responses.pop(key, None) if key is not None else None
+            session_id, after = (None, None) if key is None else self._responses.pop(key, (None, None))
+            behind = self.sessions.get(after) if after is not None else None
+            if behind is not None and behind.reader is not None and (
+                behind.lines or behind.sending
+            ):
+                self._held.setdefault(behind.session_id or "", []).append(line)
+                self.added(len(line))
+                return
         else:
             session_id = p.session_id
             if p.id is not UNSET and valid_id(p.id):
@@ -157,9 +175,22 @@ class Router(Outbox):
         self.added(len(line))
         box.wake.set()
 
+    def sent(self, box: Mailbox, left: bool = False) -> None:
+        """What ``box`` held was written to its socket (or its reader ``left``): what
+        waited for that goes to the connection's stream."""
+        if (box.lines and not left) or box.session_id is None:
+            return
+        held = self._held.pop(box.session_id, None)
+        if held:
+            self.connection.lines.extend(held)
+            self.connection.wake.set()
+
     async def aclose(self, timeout: float = 1.0) -> None:
         """No more messages: each stream sends what it holds (for at most ``timeout``
         seconds) and ends."""
+        for held in self._held.values():
+            self.connection.lines.extend(held)
+        self._held.clear()
         self.release()
         boxes = [self.connection, *self.sessions.values()]
         for box in boxes:

@@ -59,6 +59,7 @@ console.error = (...args) => {
 // ------------------------------------------------------------------ the raw wire
 
 let seq = 0;
+const startedAt = Date.now();
 if (opts.rawLog) fs.writeFileSync(opts.rawLog, "");
 function record(conn, dir, line) {
   const text = typeof line === "string" ? line : Buffer.from(line).toString("utf8");
@@ -92,9 +93,12 @@ function sseTap(conn) {
 function tappedFetch(conn) {
   return async (url, init = {}) => {
     if (typeof init.body === "string") record(conn, "client->agent", init.body);
+    const sent = Date.now();
     const res = await fetch(url, init);
     const type = res.headers.get("content-type") ?? "";
-    summary.http.push({ conn, method: init.method, status: res.status,
+    const session = new Headers(init.headers).get("acp-session-id");
+    summary.http.push({ conn, method: init.method, status: res.status, session: session !== null,
+      sentMs: sent - startedAt, ms: Date.now() - sent,
       connectionId: res.headers.get("acp-connection-id") !== null });
     if (res.ok && type.startsWith("application/json")) {
       const text = await res.text();
