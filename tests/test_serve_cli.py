@@ -198,3 +198,33 @@ async def test_the_token_never_reaches_a_child(tmp_path: Path, state_dir: str, w
     finally:
         await client.close()
         await server.close()
+
+
+def test_the_health_check_finds_the_server_in_the_command_line() -> None:
+    from acp_agent.transports.health import target
+
+    assert target(["/usr/local/bin/python", "/usr/local/bin/acp-agent"]) is None  # stdio
+    assert target(["python", "acp-agent", "--model", "offline"]) is None
+    assert target(["python", "acp-agent", "serve"]) == "http://127.0.0.1:8765/healthz"
+    assert target(["acp-agent", "serve", "--listen", "0.0.0.0:9000", "--tls-cert", "c.pem"]) == \
+        "https://127.0.0.1:9000/healthz"
+    assert target(["acp-agent", "serve", "--listen=[::]:80"]) == "http://[::1]:80/healthz"
+    assert target(["acp-agent", "serve", "--listen", "10.1.2.3:1"]) == "http://10.1.2.3:1/healthz"
+
+
+async def test_the_health_check_asks_the_server(tmp_path: Path, state_dir: str) -> None:
+    from acp_agent.config import Config
+    from acp_agent.transports.health import probe
+    from acp_agent.transports.hub import Settings
+
+    from .remote import serving
+
+    async with serving(Config(state_dir=state_dir), Settings(token=TOKEN)) as (url, hub):
+        listen = url.removeprefix("http://").removesuffix("/acp")
+        argv = ["acp-agent", "serve", "--listen", listen]
+        assert await asyncio.to_thread(probe, argv) == 0
+        hub.draining = True  # /healthz says 503: unhealthy
+        assert await asyncio.to_thread(probe, argv) == 1
+        hub.draining = False
+    assert await asyncio.to_thread(probe, argv) == 1  # nobody listens
+    assert await asyncio.to_thread(probe, ["acp-agent"]) == 0
