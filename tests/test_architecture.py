@@ -143,8 +143,21 @@ def test_the_way_to_initialize_stays_light() -> None:
         "acp_agent.endpoints", "acp_agent.permissions", "acp_agent.conversation",
         "acp_agent.providers._openai", "acp_agent.providers._anthropic",
         "acp_agent.providers._offline", "acp_agent.providers.resilient",
+        "acp_agent.transports",
     ))]
     assert heavy == []
+
+
+def test_the_network_server_stays_off_the_stdio_path() -> None:
+    """`acp-agent serve`'s ASGI server (hypercorn, h2, wsproto) loads only for serve."""
+    code = (
+        "import sys, acp_agent.server, acp_agent.cli\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('hypercorn', 'h2', 'h11', 'wsproto'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.split()  # fmt: skip
+    assert out == []
 
 
 def test_a_preset_is_one_module_and_one_registry_line() -> None:

@@ -29,6 +29,9 @@ Measures (medians; baselines interleaved with what they are the baseline of):
               40 k-token window: peak request, summaries, stubs (bench_context.py)
   cost        input cost of a scripted 10-turn coding session with prompt caching on and off,
               per provider, against the fake server billing as the vendors do (bench_cost.py)
+  serve       `acp-agent serve` over WebSocket and Streamable HTTP against stdio: round trip
+              and CPU of a small request, CPU per streamed chunk; 100 connections streaming
+              at once against one (bench_serve.py)
 
 The run ends with the issue-17 figures as ratios to their baselines, and the machine they
 came from (with its load average: other work on it moves every figure).
@@ -440,6 +443,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             from bench_context import bench_context
 
             out.update(await bench_context(tmp, Agent, agent_cmd))
+        if only in (None, "serve"):
+            from bench_serve import bench_serve
+
+            out.update(await bench_serve(Agent, agent_cmd, median, tmp, max(3, args.runs // 4),
+                                         args.chunks // 4))
     return out
 
 
@@ -450,7 +458,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--chunks", type=int, default=20_000)
     measures = ["startup", "stream", "first", "coalesce", "concurrent", "list", "load", "cancel",
-                "exit", "encode", "sse", "cost", "context"]  # fmt: skip
+                "exit", "encode", "sse", "cost", "context", "serve"]  # fmt: skip
     p.add_argument("--only", choices=measures)
     p.add_argument("--before", help="git revision of the agent to compare list and load with")
     args = p.parse_args()
