@@ -40,7 +40,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @contextlib.asynccontextmanager
-async def serving(config: Config, settings: Settings, **hyper: Any) -> AsyncIterator[tuple[str, Hub]]:
+async def serving(
+    config: Config, settings: Settings, **hyper: Any
+) -> AsyncIterator[tuple[str, Hub]]:
     """The app served by hypercorn on 127.0.0.1; yields its ``/acp`` URL and hub. On
     exit, hypercorn is told to stop and the hub drained."""
     from hypercorn.asyncio import serve
@@ -87,7 +89,7 @@ class ServeProcess:
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=self.env)  # fmt: skip
         self._stderr = asyncio.create_task(self._read())
-        done, _ = await asyncio.wait(
+        await asyncio.wait(
             [asyncio.ensure_future(self._listening.wait()), self._stderr],
             timeout=WAIT, return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
         if not self._listening.is_set():
@@ -308,8 +310,9 @@ class HttpClient(Client):
         headers = {"accept": "text/event-stream", **self._headers(session)}
         headers.pop("content-type")
         with contextlib.suppress(httpx.HTTPError):
+            timeout = httpx.Timeout(WAIT, read=None)
             async with self.http.stream("GET", self.url, headers=headers,
-                                        timeout=httpx.Timeout(WAIT, read=None)) as response:  # fmt: skip
+                                        timeout=timeout) as response:  # fmt: skip
                 self.statuses.append(response.status_code)
                 data: list[str] = []
                 async for line in response.aiter_lines():

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 
 from acp_agent.config import Config
 from acp_agent.protocol import UNSET
+from acp_agent.protocol import types as t
 from acp_agent.transports.hub import Hub, Limits, Settings
 
 from .harness import ResponseError
@@ -181,7 +181,10 @@ async def test_the_client_files_are_used_only_when_shared(
         init = await client.initialize(fs={"readTextFile": True, "writeTextFile": True},
                                        terminal=True, auth={"terminal": True})  # fmt: skip
         caps = hub.peers[str(client.connection_id)].agent.rt.client.capabilities
-        assert caps.fs.read_text_file is True if client_fs else not caps.fs
+        if client_fs:
+            assert isinstance(caps.fs, t.FileSystemCapabilities) and caps.fs.read_text_file
+        else:
+            assert caps.fs is UNSET
         assert caps.terminal is (True if client_fs else UNSET)
         methods = [m["id"] for m in init["authMethods"]]
         assert ("login" in methods) is client_fs  # a terminal on the client's machine
@@ -310,7 +313,7 @@ async def test_bad_websocket_frames_get_clear_errors_and_the_server_lives_on(
     config: Config, checker: SchemaChecker, workspace: str
 ) -> None:
     limits = Limits(max_message_bytes=64 * 1024)
-    async with serving(config, Settings(token=TOKEN, limits=limits)) as (url, hub):
+    async with serving(config, Settings(token=TOKEN, limits=limits)) as (url, _):
         ws = await WsClient(url, checker).connect()
         await ws.send_text("{not json")
         await ws.send_text('[{"jsonrpc": "2.0", "id": 1, "method": "session/list"}]')
@@ -336,7 +339,7 @@ async def test_bad_websocket_frames_get_clear_errors_and_the_server_lives_on(
 
 async def test_connections_beyond_the_limit_are_refused(config: Config) -> None:
     async with serving(config, Settings(token=TOKEN, limits=Limits(max_connections=1))) as (
-        url, hub
+        url, _
     ):
         ws = await WsClient(url).connect()
         with pytest.raises(Exception, match="503"):
@@ -351,17 +354,19 @@ async def test_connections_beyond_the_limit_are_refused(config: Config) -> None:
 
 async def test_idle_http_connections_are_ended(config: Config, workspace: str) -> None:
     limits = Limits(idle_timeout=0.2)
-    async with serving(config, Settings(token=TOKEN, limits=limits)) as (url, hub):
-        async with httpx.AsyncClient(headers=AUTH) as http:
-            body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                    "params": {"protocolVersion": 1}}  # fmt: skip
-            r = await http.post(url, json=body)
-            connection = r.headers["acp-connection-id"]
-            peer = hub.peers[connection]
-            await peer.closed.wait()  # no stream opened, no request: the reaper ends it
-            r = await http.get(url, headers={"accept": "text/event-stream",
-                                             "acp-connection-id": connection})  # fmt: skip
-            assert r.status_code == 410 and "idle" in r.text
+    async with (
+        serving(config, Settings(token=TOKEN, limits=limits)) as (url, hub),
+        httpx.AsyncClient(headers=AUTH) as http,
+    ):
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": 1}}  # fmt: skip
+        r = await http.post(url, json=body)
+        connection = r.headers["acp-connection-id"]
+        peer = hub.peers[connection]
+        await peer.closed.wait()  # no stream opened, no request: the reaper ends it
+        r = await http.get(url, headers={"accept": "text/event-stream",
+                                         "acp-connection-id": connection})  # fmt: skip
+        assert r.status_code == 410 and "idle" in r.text
 
 
 async def test_a_client_that_stops_reading_is_cut_off(config: Config, tmp_path: Path,
@@ -400,7 +405,8 @@ async def test_draining_cancels_turns_and_ends_connections(
     await client.initialize()
     sid = await client.new_session(workspace)
     await client.prompt(sid, "hello")
-    turn = client.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    go = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+    turn = client.start("session/prompt", go)
     await client.wait_for(lambda: "partial" in client.text(sid))
     drained = asyncio.ensure_future(hub.drain())
     answer = await turn
@@ -432,7 +438,8 @@ async def test_the_end_of_a_load_follows_its_replay() -> None:
     router = Router(1 << 20, 1.0, lambda exc: None, 4)
     router.expect(1, None, after="s1")
     box = router.mailbox("s1")
-    assert box is not None and box.attach(reader := object())
+    reader = object()
+    assert box is not None and box.attach(reader)
     update = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"}}\n'
     response = b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
     router.write_line(update)

@@ -75,8 +75,9 @@ def test_the_token_comes_from_a_file_or_the_environment(tmp_path: Path) -> None:
 
 
 def run_serve(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "acp_agent", "serve", *argv],
-                          capture_output=True, text=True, timeout=WAIT, env=agent_env(env))  # fmt: skip
+    command = [sys.executable, "-m", "acp_agent", "serve", *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=WAIT,
+                          env=agent_env(env))  # fmt: skip
 
 
 def test_serve_will_not_start_open(state_dir: str) -> None:
@@ -99,14 +100,15 @@ async def test_a_taken_address_is_one_clear_line(state_dir: str) -> None:
         done = await asyncio.to_thread(run_serve, "--listen", f"127.0.0.1:{port}",
                                        env={"ACP_AGENT_SERVE_TOKEN": TOKEN})  # fmt: skip
         assert done.returncode == 2
-        assert done.stderr == f"acp-agent serve: --listen 127.0.0.1:{port}: Address already in use\n"
+        taken = f"acp-agent serve: --listen 127.0.0.1:{port}: Address already in use\n"
+        assert done.stderr == taken
     finally:
         await first.close()
 
 
 @pytest.mark.parametrize("profile", ["ws", "http"])
-async def test_sigterm_drains(tmp_path: Path, state_dir: str, workspace: str, checker: SchemaChecker,
-                              profile: str) -> None:  # fmt: skip
+async def test_sigterm_drains(tmp_path: Path, state_dir: str, workspace: str,
+                              checker: SchemaChecker, profile: str) -> None:  # fmt: skip
     script = tmp_path / "script.json"
     script.write_text(json.dumps([[{"text": "partial answer "}, {"hang": True}]]))
     log_file = tmp_path / "serve.log"
@@ -171,7 +173,7 @@ async def test_tls_serves_http2_and_wss(tmp_path: Path, state_dir: str, workspac
         ca.configure_trust(plain)
         secure = await websockets.connect(server.url.replace("https", "wss", 1),
                                           additional_headers=AUTH, ssl=plain)  # fmt: skip
-        assert secure.response.headers["acp-connection-id"]
+        assert secure.response is not None and secure.response.headers["acp-connection-id"]
         await secure.close()
     finally:
         await server.close()

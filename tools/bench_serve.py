@@ -177,6 +177,27 @@ def _prompt(sid: str) -> dict[str, Any]:
     return {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
 
 
+async def _stdio(agent_class: Any, agent_cmd: Any, tmp: str, script: str) -> dict[str, float]:
+    """The stdio agent: the baseline of each figure."""
+    stdio = agent_class(*agent_cmd("--state-dir", tmp), env={"ACP_AGENT_OFFLINE_SCRIPT": script})
+    await stdio.start()
+    sid = await stdio.init_and_session(tmp)
+    rt, per_request = await _round_trips(lambda: stdio.request("auth/status", {}),
+                                         stdio.proc.pid, 300)  # fmt: skip
+    counter = {"n": 0}
+
+    def count(line: bytes) -> None:
+        counter["n"] += CHUNK in line
+
+    stdio.on_update = count
+    await stdio.request("session/prompt", _prompt(sid))  # warm
+    cpu, rate = await _stream(lambda: stdio.request("session/prompt", _prompt(sid)),
+                              lambda: counter["n"], stdio.proc.pid)  # fmt: skip
+    await stdio.close()
+    return {"stdio_round_trip_ms": rt, "stdio_cpu_us_per_request": per_request,
+            "stdio_cpu_us_per_chunk": cpu, "stdio_chunks_per_s": rate}  # fmt: skip
+
+
 async def bench_serve(agent_class: Any, agent_cmd: Any, median: Any, tmp: str, runs: int,
                       chunks: int) -> dict[str, float]:  # fmt: skip
     script = Path(tmp) / "serve.json"
@@ -187,25 +208,8 @@ async def bench_serve(agent_class: Any, agent_cmd: Any, median: Any, tmp: str, r
         results.setdefault(key, []).append(value)
 
     for _ in range(runs):
-        stdio = agent_class(*agent_cmd("--state-dir", tmp),
-                            env={"ACP_AGENT_OFFLINE_SCRIPT": str(script)})  # fmt: skip
-        await stdio.start()
-        sid = await stdio.init_and_session(tmp)
-        rt, cpu = await _round_trips(lambda: stdio.request("auth/status", {}), stdio.proc.pid, 300)
-        note("stdio_round_trip_ms", rt)
-        note("stdio_cpu_us_per_request", cpu)
-        counter = {"n": 0}
-
-        def count(line: bytes) -> None:
-            counter["n"] += CHUNK in line
-
-        stdio.on_update = count
-        await stdio.request("session/prompt", _prompt(sid))  # warm
-        cpu, rate = await _stream(lambda: stdio.request("session/prompt", _prompt(sid)),
-                                  lambda: counter["n"], stdio.proc.pid)  # fmt: skip
-        note("stdio_cpu_us_per_chunk", cpu)
-        note("stdio_chunks_per_s", rate)
-        await stdio.close()
+        for key, value in (await _stdio(agent_class, agent_cmd, tmp, str(script))).items():
+            note(key, value)
 
         server, url = await start_server(tmp, str(script))
         try:
@@ -228,7 +232,8 @@ async def bench_serve(agent_class: Any, agent_cmd: Any, median: Any, tmp: str, r
             await server.wait()
     out = {key: median(values) for key, values in results.items()}
     for name in ("ws", "http"):
-        out[f"{name}_round_trip_vs_stdio"] = out[f"{name}_round_trip_ms"] / out["stdio_round_trip_ms"]
+        out[f"{name}_round_trip_vs_stdio"] = (
+            out[f"{name}_round_trip_ms"] / out["stdio_round_trip_ms"])
         out[f"{name}_cpu_per_chunk_vs_stdio"] = (
             out[f"{name}_cpu_us_per_chunk"] / out["stdio_cpu_us_per_chunk"])
     out.update(await bench_many(tmp, chunks // 10))

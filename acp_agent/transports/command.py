@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
 import os
 import signal
@@ -157,12 +158,10 @@ def settings(args: argparse.Namespace, environ: Any = os.environ) -> tuple[Setti
     limits = Limits(max_connections=args.max_connections,
                     max_message_bytes=args.max_message_bytes,
                     idle_timeout=args.idle_timeout, stall_timeout=args.stall_timeout)  # fmt: skip
-    return (
-        Settings(token=token, allow_origins=frozenset(args.allow_origin),
-                 client_fs=args.client_fs, limits=limits),  # fmt: skip
-        host,
-        port,
-    )
+    origins = frozenset(args.allow_origin)
+    serving = Settings(token=token, allow_origins=origins, client_fs=args.client_fs,
+                       limits=limits)  # fmt: skip
+    return serving, host, port
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -228,8 +227,13 @@ async def run(cfg: Any, serving: Settings, sock: socket.socket, args: argparse.N
     stop = asyncio.Event()
     why: list[int] = []
     loop = asyncio.get_running_loop()
+
+    def stopping(code: int) -> None:
+        why.append(code)
+        stop.set()
+
     for sig, code in ((signal.SIGTERM, 0), (signal.SIGINT, 130)):
-        loop.add_signal_handler(sig, lambda c=code: (why.append(c), stop.set()))
+        loop.add_signal_handler(sig, stopping, code)
 
     async def drained() -> None:
         await stop.wait()
@@ -241,8 +245,8 @@ async def run(cfg: Any, serving: Settings, sock: socket.socket, args: argparse.N
     sys.stderr.write(f"acp-agent serve: listening on {scheme}://{host}:{address[1]}/acp"
                      " (Streamable HTTP and WebSocket)\n")  # fmt: skip
     sys.stderr.flush()
-    try:
+    # hypercorn 0.18 raises InvalidStateError when a socket outlived its grace (a client
+    # that reads nothing): every connection was drained already.
+    with contextlib.suppress(asyncio.InvalidStateError):
         await serve(app, hc, shutdown_trigger=drained)  # type: ignore[arg-type]
-    except asyncio.InvalidStateError:  # hypercorn 0.18, when a socket outlived its grace
-        pass  # (a client that reads nothing); every connection was drained already
     return why[0] if why else 0

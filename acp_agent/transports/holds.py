@@ -15,6 +15,7 @@ flushed) waits for that rather than be refused (:meth:`Holds.claim_when_free`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from ..errors import InvalidRequest
 
@@ -56,10 +57,8 @@ class Holds:
         holder = self._holder.get(session_id)
         gone = self._leaving.get(holder) if holder is not None else None
         if gone is not None and holder != connection_id:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(gone.wait(), wait)
-            except TimeoutError:
-                pass
         self.claim(session_id, connection_id)
 
     def leaving(self, connection_id: str) -> None:

@@ -161,7 +161,8 @@ def _route(peer: Peer, message: Inbound, header: str | None) -> tuple[int, str] 
         holder = peer.holds.holder(sid) if sid else None
         if (sid and holder is not None and holder != peer.id and message.method not in LOOKS
                 and not peer.holds.is_leaving(holder)):
-            return 409, f"Conflict: {held_elsewhere(sid).message.removeprefix('Invalid request: ')}\n"
+            refusal = held_elsewhere(sid).message.removeprefix("Invalid request: ")
+            return 409, f"Conflict: {refusal}\n"
         if message.id is not UNSET and valid_id(message.id):
             if message.method == "session/load":  # on the connection's, after the replay
                 router.expect(message.id, None, after=sid)

@@ -184,9 +184,9 @@ def _check_dirs(p: Any) -> None:
         (f"additionalDirectories[{i}]", d) for i, d in enumerate(extra or ())
     ]
     for field, path in paths:
-        if isinstance(path, str) and os.path.isabs(path) and "\0" not in path:
-            if not os.path.isdir(path):
-                raise InvalidParams(
-                    f"Invalid params: {path!r} is not a directory on the agent's machine"
-                    " (`acp-agent serve` works on the server's files) - at `$." + field + "`"
-                )
+        checkable = isinstance(path, str) and os.path.isabs(path) and "\0" not in path
+        if checkable and not os.path.isdir(path):
+            raise InvalidParams(
+                f"Invalid params: {path!r} is not a directory on the agent's machine"
+                " (`acp-agent serve` works on the server's files) - at `$." + field + "`"
+            )

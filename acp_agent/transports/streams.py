@@ -35,7 +35,7 @@ KEEPALIVE = b":\n\n"
 
 
 class _Params(msgspec.Struct):
-    sessionId: Any = UNSET  # noqa: N815 (the wire's name)
+    sessionId: Any = UNSET  # (the wire's name)
 
 
 class Probe(msgspec.Struct):
@@ -158,7 +158,8 @@ class Router(Outbox):
                 if not future.done():
                     future.set_result(line)
                 return
-            session_id, after = (None, None) if key is None else self._responses.pop(key, (None, None))
+            route = None if key is None else self._responses.pop(key, None)
+            session_id, after = route or (None, None)
             behind = self.sessions.get(after) if after is not None else None
             if behind is not None and behind.reader is not None and (
                 behind.lines or behind.sending

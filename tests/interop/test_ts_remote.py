@@ -110,7 +110,7 @@ async def test_the_sdk_clients_hold_a_conversation(
     assert "401" in c["noToken"]["message"]
     assert [h["status"] for h in s["http"] if h["conn"] == "noauth"] == [401]
     # initialize: 200 with Acp-Connection-Id (HTTP) or 101 with it (WebSocket)
-    first = [h for h in s["http"] if h["conn"] == "A"][0]
+    first = next(h for h in s["http"] if h["conn"] == "A")
     assert first["status"] == (200 if transport == "http" else 101) and first["connectionId"]
     assert c["loadSession"] is True
     assert c["authMethods"] == ["api-key"]  # no terminal login: the client machine's
