@@ -85,6 +85,3 @@ class Holds:
         if gone is not None:
             gone.set()
         return mine
-
-    def held_by(self, connection_id: str) -> list[str]:
-        return [sid for sid, holder in self._holder.items() if holder == connection_id]

@@ -113,9 +113,6 @@ class Peer:
             self.closed.set()
             log.info("connection closed", connection_id=self.id, released=released)
 
-    def holds_session(self, session_id: str) -> bool:
-        return self.holds.holder(session_id) == self.id
-
 
 def guard(peer: Peer, routes: dict[str, Route[Any]], client_fs: bool) -> dict[str, Route[Any]]:
     """``routes`` with ``serve``'s rules around them (see the module's docstring)."""
