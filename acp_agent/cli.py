@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> None:
     if argv and argv[0] in ("run", "chat"):
         human_main(argv)
     if argv and argv[0] == "serve":  # the agent as a network service (transports/)
-        from .transports.command import main as serve_main
+        from .cli.serve import main as serve_main
 
         raise SystemExit(serve_main(argv[1:]))
     at = _login_command(argv)

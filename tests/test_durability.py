@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from acp_agent.store import FLUSH_CHARS
+from acp_agent.sessions.store import FLUSH_CHARS
 
 from .harness import AgentProcess, wait_until
 from .schema_check import SchemaChecker

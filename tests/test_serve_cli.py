@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from acp_agent.transports import command
-from acp_agent.transports.command import Refused, build_parser, is_loopback, parse_listen
+from acp_agent.cli import serve as command
+from acp_agent.cli.serve import Refused, build_parser, is_loopback, parse_listen
 
 from .harness import agent_env
 from .limits import WAIT

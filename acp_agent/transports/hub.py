@@ -22,7 +22,7 @@ from .holds import Holds
 if TYPE_CHECKING:
     from ..config import Config
     from ..rpc.framing import LineSink
-    from ..store import Store
+    from ..sessions.store import Store
     from .peer import Peer
 
 REMEMBERED = 1024
@@ -74,8 +74,8 @@ class Hub:
     def store(self) -> Store:
         if self._store is None:
             from ..config import default_state_dir
-            from ..sessionindex import SessionIndex
-            from ..store import Store
+            from ..sessions.sessionindex import SessionIndex
+            from ..sessions.store import Store
 
             state_dir = self.config.state_dir or default_state_dir()
             self._store = Store(state_dir, index=SessionIndex(state_dir))
@@ -88,7 +88,7 @@ class Hub:
 
         opened = threading.Event()
         opened.set()
-        from ..sessionindex import SessionIndex
+        from ..sessions.sessionindex import SessionIndex
 
         index = self.store.index
         if isinstance(index, SessionIndex):

@@ -2,7 +2,7 @@
 brings.
 
 Each connection has its own :class:`~acp_agent.rpc.connection.Connection` and
-:class:`~acp_agent.agent.Agent` (its ``Runtime``: its ``initialize``, capabilities,
+:class:`~acp_agent.handlers.agent.Agent` (its ``Runtime``: its ``initialize``, capabilities,
 configuration as ``providers/set`` leaves it, open sessions and providers), and shares
 with the process's other connections the store (one writer thread, one index) and the
 :class:`~acp_agent.transports.holds.Holds` (who has which session open). Its routes are
@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .. import log
-from ..agent import Agent
 from ..client import ClientProxy
 from ..errors import InvalidParams
+from ..handlers.agent import Agent
 from ..protocol import UNSET
 from ..protocol import types as t
 from ..rpc.connection import Connection, Route
@@ -43,7 +43,7 @@ from .lines import Inbox
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..store import Store
+    from ..sessions.store import Store
     from .holds import Holds
 
 OPENS = frozenset(("session/new", "session/load", "session/resume", "session/fork"))

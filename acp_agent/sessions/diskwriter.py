@@ -1,0 +1,218 @@
+"""The store's disk writer: one thread that performs every write, ``fsync`` and index
+update of the session logs, in the order they were asked for, so the event loop never
+waits on the disk.
+
+The loop side hands over work with :meth:`DiskWriter.submit` (never blocks) and can wait
+for everything handed over so far: :meth:`DiskWriter.barrier` returns a future
+(``await asyncio.wrap_future(...)`` on the loop, ``.result()`` in a worker thread).
+Readers of the store in this process call :meth:`DiskWriter.wait` first, so they always
+see what was written before them. The thread is started on first use and is a daemon:
+the process's shutdown drains it (:meth:`DiskWriter.close`) before exiting.
+
+Failures are the submitted function's business (:class:`LogFile` logs and remembers
+them); an exception escaping one is logged and the thread goes on.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import errno
+import os
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .. import log
+
+_Job = tuple[Callable[..., Any], tuple[Any, ...]] | None
+
+
+class DiskWriter:
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the writer thread, after everything submitted before."""
+        if self._thread is None:
+            self._start()
+        self._jobs.put((fn, args))
+
+    def barrier(self) -> concurrent.futures.Future[None]:
+        """A future done once everything submitted so far has run."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if self._thread is None:
+            done.set_result(None)
+        else:
+            self.submit(done.set_result, None)
+        return done
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until everything submitted so far has run (not on the event loop)."""
+        if self._thread is not None and threading.current_thread() is not self._thread:
+            self.barrier().result(timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Run what is queued, then stop the thread (blocking, bounded)."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._jobs.put(None)
+        thread.join(timeout)
+        self._thread = None
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                thread = threading.Thread(target=self._run, name="acp-agent-disk", daemon=True)
+                thread.start()
+                self._thread = thread
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, args = job
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("disk writer job failed")
+
+
+#: Bytes kept in memory while a log cannot be written (a full disk); past this the
+#: session is no longer saved, and says so.
+MAX_PENDING = 64 * 1024 * 1024
+
+
+class LogFile:
+    """An owned (``flock``-ed), append-only log file, used by the writer thread only.
+
+    Each record is one complete line written by ``os.write`` on an ``O_APPEND``
+    descriptor. When the disk refuses (full, read-only, gone), the records wait in memory
+    and every later write tries again with all of them, in order; a line cut by a failed
+    write is left behind as a torn line (skipped when read) and written again whole. A
+    log that could not even be created (``fd=None`` with a ``path``) is created by the
+    first write that succeeds. ``on_error(what, exc)`` hears when writing starts failing
+    (``what`` is ``write``, ``sync`` or ``index``) and when it all works again
+    (``exc=None``).
+    """
+
+    def __init__(
+        self,
+        fd: int | None,
+        name: str,
+        on_error: Callable[[str, OSError | None], None] | None = None,
+        *,
+        path: str | None = None,
+    ) -> None:
+        self.fd = -1 if fd is None else fd
+        self.name = name
+        self.path = path
+        self.on_error = on_error
+        self.failing: set[str] = set()
+        self.written = False
+        self.closed = False
+        self.lost = False
+        self._pending = bytearray()
+        self._torn = False  # the file ends in a cut line: the next record starts afresh
+        if fd is not None:
+            size = os.fstat(fd).st_size
+            self._torn = bool(size) and os.pread(fd, 1, size - 1) != b"\n"
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if len(self._pending) + len(data) > MAX_PENDING:
+            if not self.lost:
+                self.lost = True
+                self.failed("write", OSError(errno.EFBIG, "too much unsaved; no longer saved"))
+            return
+        self._pending += data
+        self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending or self.lost:
+            return
+        try:
+            self._ensure_open()
+            if self._torn:
+                self._pending[:0] = b"\n"
+                self._torn = False
+            view = memoryview(self._pending)
+            written = 0
+            try:
+                while written < len(view):
+                    written += os.write(self.fd, view[written:])
+            finally:
+                view.release()
+                if written and written < len(self._pending):
+                    self._torn = True  # a cut line: the whole pending data goes again
+                    if self._pending[:1] == b"\n":
+                        del self._pending[:1]
+        except OSError as exc:
+            self.failed("write", exc)
+            return
+        self._pending.clear()
+        self.written = True
+        self.succeeded("write")
+
+    def _ensure_open(self) -> None:
+        if self.fd >= 0 or self.path is None:
+            if self.fd < 0:
+                raise OSError(errno.EBADF, "the log is not open")
+            return
+        import fcntl
+
+        os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise
+        self.fd = fd
+
+    def sync(self) -> None:
+        self._flush()
+        if self.fd < 0 or self._pending:
+            return
+        try:
+            os.fsync(self.fd)
+        except OSError as exc:
+            self.failed("sync", exc)
+        else:
+            self.succeeded("sync")
+
+    def deleted(self) -> bool:
+        """Whether the log was unlinked (by ``session/delete``, maybe in another process)."""
+        return self.fd >= 0 and os.fstat(self.fd).st_nlink == 0
+
+    @property
+    def saved(self) -> bool:
+        """Whether everything written so far is in the file."""
+        return self.fd >= 0 and not self._pending and not self.lost
+
+    def close(self) -> None:
+        self._flush()
+        self.closed = True
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)  # releases the flock
+
+    def failed(self, what: str, exc: OSError) -> None:
+        if what not in self.failing:
+            first = not self.failing
+            self.failing.add(what)
+            log.error(f"cannot {what} a session log", session_id=self.name, error=str(exc))
+            if first and self.on_error is not None:
+                self.on_error(what, exc)
+
+    def succeeded(self, what: str) -> None:
+        if what in self.failing:
+            self.failing.discard(what)
+            log.warning(f"session log {what} works again", session_id=self.name)
+            if not self.failing and self.on_error is not None:
+                self.on_error(what, None)
