@@ -52,8 +52,8 @@ ROOT_MODULES = {
 
 #: The folders that are layers (every other name at the root is in ``ROOT_MODULES``).
 LAYER_FOLDERS = tuple(f"acp_agent.{name}" for name in (
-    "handlers", "engine", "sessions", "mcp", "tools", "providers", "human", "rpc", "protocol",
-    "prompts"))  # fmt: skip
+    "transports", "handlers", "engine", "sessions", "mcp", "tools", "providers", "human", "rpc",
+    "protocol", "prompts"))  # fmt: skip
 
 #: Each layer and the layers it may import (its own always). Read top-down: a package
 #: imports only what is below it in ARCHITECTURE.md's map.
@@ -80,6 +80,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "acp_agent.engine": (*LEAVES, "acp_agent.sessions", "acp_agent.tools", "acp_agent.mcp",
                          "acp_agent.providers", "acp_agent.client", "acp_agent.conversation",
                          "acp_agent.protocol", "acp_agent.config"),
+    "acp_agent.transports": (*LEAVES, "acp_agent.server", "acp_agent.handlers",
+                             "acp_agent.sessions", "acp_agent.client", "acp_agent.rpc",
+                             "acp_agent.protocol", "acp_agent.config"),
     "acp_agent.handlers": (*LEAVES, "acp_agent.engine", "acp_agent.sessions", "acp_agent.tools",
                            "acp_agent.mcp", "acp_agent.providers", "acp_agent.client",
                            "acp_agent.conversation", "acp_agent.protocol", "acp_agent.rpc",
@@ -243,7 +246,7 @@ def test_the_way_to_initialize_stays_light() -> None:
                          check=True).stdout.split()  # fmt: skip
     heavy = [m for m in out if unit(m) in (
         "acp_agent.sessions", "acp_agent.engine", "acp_agent.tools", "acp_agent.mcp",
-        "acp_agent.human",
+        "acp_agent.human", "acp_agent.transports",
     ) or m in (
         "acp_agent.handlers.services", "acp_agent.handlers.lifecycle",
         "acp_agent.handlers.prompting", "acp_agent.handlers.turns",
@@ -276,6 +279,18 @@ def test_the_architecture_map_is_the_tree() -> None:
         unit(m) for m in MODULES}
     tree.discard("acp_agent")
     assert listed == tree
+
+
+def test_the_network_server_stays_off_the_stdio_path() -> None:
+    """`acp-agent serve`'s ASGI server (hypercorn, h2, wsproto) loads only for serve."""
+    code = (
+        "import sys, acp_agent.server, acp_agent.cli\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('hypercorn', 'h2', 'h11', 'wsproto'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.split()  # fmt: skip
+    assert out == []
 
 
 def test_a_preset_is_one_module_and_one_registry_line() -> None:

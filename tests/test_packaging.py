@@ -413,7 +413,12 @@ class TestDockerfile:
         steps = dockerfile()
         assert re.fullmatch(r"python:3\.\d+-slim", steps[0][1]), steps[0]
         users = [rest for op, rest in steps if op == "USER"]
-        assert users and users[-1] not in ("root", "0")
+        assert users and re.fullmatch(r"[1-9]\d*:[1-9]\d*", users[-1]), users  # numeric
+        # `acp-agent serve`'s port and its health check (which passes for stdio)
+        assert [rest for op, rest in steps if op == "EXPOSE"] == ["8765"]
+        check = next(rest for op, rest in steps if op == "HEALTHCHECK")
+        probe = json.loads(check[check.index("CMD") + 3:])
+        assert probe == ["python", "-m", "acp_agent.transports.health"]
         assert json.loads(next(rest for op, rest in steps if op == "ENTRYPOINT")) == ["acp-agent"]
         assert "acp-agent" in PROJECT["scripts"]
         runs = " && ".join(rest for op, rest in steps if op == "RUN")
@@ -442,6 +447,8 @@ class TestDockerfile:
         env: dict[str, str] = {}
         workdir, user, homes, entrypoint = "/", "root", {"root": "/root"}, [""]
         for op, rest in dockerfile():
+            if op in ("EXPOSE", "HEALTHCHECK"):
+                continue  # nothing on the filesystem (test_shape checks them)
             if op in ("FROM", "ENTRYPOINT", "USER", "ENV", "WORKDIR"):
                 if op == "ENTRYPOINT":
                     entrypoint = json.loads(rest)
@@ -483,8 +490,16 @@ class TestDockerfile:
                             host(posixpath.join(workdir, path)).mkdir(parents=True, exist_ok=True)
                     elif words[0] == "useradd":
                         homes[words[-1]] = f"/home/{words[-1]}"
+                        uid = words[words.index("--uid") + 1]
+                        gid = words[words.index("--gid") + 1]
+                        homes[f"{uid}:{gid}"] = homes[words[-1]]
                         if "--create-home" in words or "-m" in words:
                             host(homes[words[-1]]).mkdir(parents=True)
+                    elif words[0] == "groupadd":
+                        pass  # (the user's group: nothing on the filesystem here)
+                    elif words[0] == "chmod":
+                        for path in words[2:]:
+                            host(path).chmod(int(words[1], 8))
                     else:
                         pytest.fail(f"RUN step not modelled by this test: {step.strip()}")
             else:

@@ -37,6 +37,9 @@ Measures (medians; baselines interleaved with what they are the baseline of):
   output      tokens of a 100,000-line command output, now and before (bench_tools.py)
   cache       six interleaved gpt-5 sessions on the Responses API with and without
               prompt_cache_key: input cost as OpenAI bills it (bench_tools.py)
+  serve       `acp-agent serve` over WebSocket and Streamable HTTP against stdio: round trip
+              and CPU of a small request, CPU per streamed chunk; 100 connections streaming
+              at once against one (bench_serve.py)
 
 The run ends with the issue-17 figures as ratios to their baselines, and the machine they
 came from (with its load average: other work on it moves every figure).
@@ -477,6 +480,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             from bench_tools import bench_cache
 
             out.update(await bench_cache(tmp, Agent, agent_cmd))
+        if only in (None, "serve"):
+            from bench_serve import bench_serve
+
+            out.update(await bench_serve(Agent, agent_cmd, median, tmp, max(3, args.runs // 4),
+                                         args.chunks // 4))
     return out
 
 
@@ -488,7 +496,7 @@ def main() -> None:
     p.add_argument("--chunks", type=int, default=20_000)
     measures = ["startup", "stream", "first", "coalesce", "concurrent", "list", "load", "cancel",
                 "exit", "encode", "sse", "cost", "context", "sandbox", "search", "output",
-                "cache"]  # fmt: skip
+                "cache", "serve"]  # fmt: skip
     p.add_argument("--only", choices=measures)
     p.add_argument("--before", help="git revision to compare start-up, list and load with")
     args = p.parse_args()

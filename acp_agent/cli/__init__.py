@@ -45,6 +45,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                               "acp_agent.cli.permissions:main"),
     "doctor": Subcommand("doctor", "check the set-up: configuration, keys, servers, state",
                          "acp_agent.cli.doctor:main"),
+    "serve": Subcommand("serve", "serve the agent over the network (Streamable HTTP, WebSocket)",
+                        "acp_agent.cli.serve:main"),
     "login": Subcommand("login", "store a provider's API key (asked without echo)",
                         "acp_agent.cli.login:main"),
     "logout": Subcommand("logout", "forget the API keys login stored", "acp_agent.cli.login:main"),

@@ -21,7 +21,7 @@ import msgspec
 Path = tuple[str, ...]
 """A key's place: ``("default-mode",)``, ``("openai", "base-url")``."""
 
-KNOWN_VARIABLES: set[str] = {"ACP_AGENT_COALESCE_CHUNKS"}
+KNOWN_VARIABLES: set[str] = {"ACP_AGENT_COALESCE_CHUNKS", "ACP_AGENT_SERVE_TOKEN"}
 """``ACP_AGENT_*`` variables read outside the configuration (beside ``config.ENV_VARS``);
 a module that reads another one adds it here."""
 

@@ -31,6 +31,7 @@ from . import auth
 from .warmup import Warmup
 
 if TYPE_CHECKING:
+    from ..sessions.store import Store
     from . import services
     from .services import Services
 
@@ -51,9 +52,16 @@ def optional(params: type[P]) -> type[P | None]:
 
 class Agent:
     def __init__(
-        self, config: Config, client: ClientProxy, warm: Callable[[], None] | None = None
+        self,
+        config: Config,
+        client: ClientProxy,
+        warm: Callable[[], None] | None = None,
+        store: Store | None = None,
     ) -> None:
         self.client = client
+        self.store = store
+        """The store shared with the process's other connections (``acp-agent serve``);
+        ``None``: this connection's own."""
         self.models = Models(config)
         self.warmup = Warmup(warm, self._after_warm_imports)
         self.initialized = False
@@ -75,9 +83,13 @@ class Agent:
                     from . import services  # the late-loaded boundary (see its docstring)
 
                     self._services = services.Services.build(
-                        self.models, self.client, self.warmup
+                        self.models, self.client, self.warmup, self.store
                     )
         return self._services
+
+    def has_open(self, session_id: str) -> bool:
+        """``session_id`` is open on this connection."""
+        return self._services is not None and session_id in self._services.sessions
 
     async def _after_warm_imports(self) -> None:
         """The warm-up's last step: the configured model's provider readied."""

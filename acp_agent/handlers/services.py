@@ -22,6 +22,7 @@ from ..mcp import deliver
 from ..providers.pool import Models
 from ..sessions.registry import OpenSessions
 from ..sessions.session import Session
+from ..sessions.store import Store
 from . import catalog, endpoints, lifecycle, options, prompting, steering
 from .background import Background
 from .turns import Turns
@@ -50,9 +51,12 @@ class Services:
     sandboxing: Sandboxing
 
     @classmethod
-    def build(cls, models: Models, client: ClientProxy, warmup: Warmup) -> Services:
+    def build(
+        cls, models: Models, client: ClientProxy, warmup: Warmup, store: Store | None = None
+    ) -> Services:
+        """``store``: one shared with other connections (left open at shutdown)."""
         config = models.config
-        sessions = OpenSessions(config.state_dir or default_state_dir())
+        sessions = OpenSessions(config.state_dir or default_state_dir(), store)
         background = Background()
         sandboxing = Sandboxing(config)
         turns = Turns(models, client, sessions, warmup, background, sandboxing)
@@ -94,5 +98,5 @@ class Services:
             await asyncio.wait_for(asyncio.gather(*hubs, return_exceptions=True), 6.0)
         await self.models.aclose()
         self.sandboxing.close()
-        if self.sessions.has_store:  # every queued write reaches the disk before exit
+        if self.sessions.owns_store:  # every queued write reaches the disk before exit
             await asyncio.to_thread(self.sessions.store.writer.close)

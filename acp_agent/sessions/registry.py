@@ -20,10 +20,11 @@ class OpenSessions(Mapping[str, Session]):
     """The client's own sessions open here (subagents' children live in
     ``engine.subagents``), by id."""
 
-    def __init__(self, state_dir: str) -> None:
+    def __init__(self, state_dir: str, store: Store | None = None) -> None:
         self.state_dir = state_dir
         self._open: dict[str, Session] = {}
-        self._store: Store | None = None
+        self._store = store
+        self._shared = store is not None
         self._lock = threading.Lock()
 
     def __getitem__(self, session_id: str) -> Session:
@@ -63,8 +64,9 @@ class OpenSessions(Mapping[str, Session]):
         return self._store
 
     @property
-    def has_store(self) -> bool:
-        return self._store is not None
+    def owns_store(self) -> bool:
+        """A store was built here (not shared with other connections): close it at exit."""
+        return self._store is not None and not self._shared
 
     def ready_store(self) -> None:
         """The store and its index open (call from a worker thread)."""
