@@ -89,7 +89,7 @@ def test_serve_will_not_start_open(state_dir: str) -> None:
     assert bad.returncode == 2 and "must be at least 1" in bad.stderr
     help_ = subprocess.run([sys.executable, "-m", "acp_agent", "--help"], capture_output=True,
                            text=True, timeout=WAIT, env=agent_env())  # fmt: skip
-    assert "acp-agent serve" in help_.stdout
+    assert "\n  serve " in help_.stdout  # in the table of commands
 
 
 async def test_a_taken_address_is_one_clear_line(state_dir: str) -> None:
