@@ -92,8 +92,9 @@ async def test_plan_mode_asks_before_a_command_and_says_why(
                  if r["method"] == "session/request_permission"]  # fmt: skip
     assert len(asked) == 1
     question = asked[0]["params"]
-    assert question["toolCall"]["title"] == (
-        "Run `git --version` (plan mode: allow it only if it changes nothing)")
+    assert question["toolCall"]["title"] == (  # (bubblewrap: the suite needs it)
+        "Run `git --version` (sandboxed: read-only) (plan mode: allow it only if it changes"
+        " nothing)")
     assert [o["kind"] for o in question["options"]] == ["allow_once", "reject_once"]
     assert "git version" in route.tool_results(server.requests[1].body)[-1]
 

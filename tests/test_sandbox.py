@@ -333,10 +333,12 @@ def test_what_needs_a_sandbox_that_is_not_there_is_one_line_at_start(tmp_path: P
 async def test_without_a_sandbox_auto_is_not_offered_and_the_user_is_told_once(
     scripted: Scripted, tmp_path: Path, workspace: str
 ) -> None:
-    """No backend: no auto, no sandbox option, no command in plan mode; a configured
-    sandbox level is told to be impossible once (not per session)."""
+    """No backend: no auto, no sandbox option; a command in plan mode is asked for as
+    one that must change nothing (no fence holds it: here refused, nothing runs); a
+    configured sandbox level is told to be impossible once (not per session)."""
     agent = scripted([[command("touch x")], [{"text": "planned"}]], "--sandbox", "read-only",
                      PATH=str(tmp_path / "empty-path"))  # fmt: skip
+    agent.handlers["session/request_permission"] = answers("reject_once")
     async with agent:
         await agent.initialize({"session": {"notices": {}}})
         new = await agent.request("session/new", {"cwd": workspace, "mcpServers": []})
@@ -355,6 +357,8 @@ async def test_without_a_sandbox_auto_is_not_offered_and_the_user_is_told_once(
     assert "install the `bubblewrap` package" in told[0]["description"]
     (call,) = agent.tool_calls(second)
     assert call["status"] == "failed" and not (Path(workspace) / "x").exists()
+    (question,) = [r["params"]["toolCall"]["title"] for r in agent.client_requests]
+    assert question == "Run `touch x` (plan mode: allow it only if it changes nothing)"
 
 
 async def test_approved_commands_run_at_the_approved_level(
@@ -391,21 +395,26 @@ def test_the_terminal_shows_the_sandbox_level(tmp_path: Path, workspace: str) ->
 async def test_always_for_a_sandboxed_command_never_covers_it_unsandboxed(
     scripted: Scripted, place: Place
 ) -> None:
-    """"Always" given to a command run read-only (plan mode) names the level and covers
-    it there only: the same command in ask mode, unsandboxed, asks again."""
+    """"Always" given to a command run read-only (ask mode, ``approved = "read-only"``)
+    names the level and covers it there only: the same command run unsandboxed (auto mode
+    at the ``off`` level, which asks) asks again."""
     script = [[command("echo x")], [{"text": "one"}], [command("echo x")], [{"text": "two"}],
               [command("echo x")], [{"text": "three"}]]  # fmt: skip
-    agent = scripted(script, "--mode", "plan")
+    agent = scripted(script, config='[sandbox]\napproved = "read-only"\n')
     agent.handlers["session/request_permission"] = answers("allow_always", "allow_once")
     async with agent:
         await agent.initialize()
         sid = await agent.new_session(str(place.ws))
         await agent.prompt(sid, "go")
         await agent.prompt(sid, "again")  # remembered: not asked
-        await agent.request("session/set_mode", {"sessionId": sid, "modeId": "ask"})
-        await agent.prompt(sid, "and in ask mode")
+        await agent.request("session/set_config_option",
+                            {"sessionId": sid, "configId": "sandbox", "value": "off"})
+        await agent.request("session/set_mode", {"sessionId": sid, "modeId": "auto"})
+        await agent.prompt(sid, "and unsandboxed")
     asked = [r["params"] for r in agent.client_requests]
     assert [q["toolCall"]["title"] for q in asked] == [
         "Run `echo x` (sandboxed: read-only)", "Run `echo x`"]
     always = next(o["name"] for o in asked[0]["options"] if o["kind"] == "allow_always")
     assert always == "Always allow `echo x` (sandboxed: read-only)"
+
+

@@ -9,8 +9,9 @@ else the probe starts once the ``initialize`` reply is out (a process of its own
 beside the warm-up's imports), and the first session request waits for its answer (its
 modes say whether ``auto`` is offered). The agent imports this module past
 ``initialize`` (``handlers.services``); the warm-up thread starts the probe. Without
-a working backend, ``auto`` and the ``sandbox`` option are not offered, plan mode runs
-no command, and, when the configuration asked for a sandbox, the user is told once why.
+a working backend, ``auto`` and the ``sandbox`` option are not offered, a plan-mode
+command runs unfenced once the user allows it as one that changes nothing, and, when the
+configuration asked for a sandbox, the user is told once why.
 
 Which level a command runs at is the permission policy's (``permissions.command_level``);
 what the sandbox fences is the same for every route: the session's roots writable
