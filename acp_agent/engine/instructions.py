@@ -16,7 +16,10 @@ request (a stable prefix is what prompt caching pays off on), from:
    ``projectfiles.read_project_text``: only inside the session's roots (the user's
    inside their configuration directory; one found above the roots exactly where it
    was found), never through a link leading elsewhere; a file refused is reported
-   (``Facts.refused``), never read.
+   (``Facts.refused``), never read;
+5. the catalogue of the session's Agent Skills (``skills``) as they were when the prompt
+   was built; later changes reach the model as a note before its next request
+   (``skills.skills_note``), so the cached prefix is never rewritten for them.
 
 A later change of mode reaches the model as a short note with the next prompt
 (:func:`mode_note`), and plan mode offers only tools that read (see ``permissions.offered``).
@@ -35,7 +38,8 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from .gitstate import repo_root, state
-from .projectfiles import ProjectText, Refused, read_project_text
+from .projectfiles import ProjectText, Refused, config_dir, read_project_text
+from .skills import catalogue, entries
 
 if TYPE_CHECKING:
     from ..sessions.session import Session
@@ -75,6 +79,7 @@ async def system_prompt(
         facts = await asyncio.to_thread(_gather, session.cwd, session.roots, env)
         session.system_text = compose(session, facts, configured)
         session.told_mode = session.mode
+        session.skills_told = session.skills_in_prompt = entries(session.skills)
         if refused is not None:
             for refusal in facts.refused:
                 await refused(refusal)
@@ -114,6 +119,9 @@ def compose(session: Session, facts: Facts, configured: str | None = None) -> st
     )
     for path, text in facts.files:
         parts.append(f"# Instructions from {path}\n\n{text}")
+    skills, _ = catalogue(session.skills)
+    if skills:
+        parts.append(skills)
     return "\n\n".join(parts)
 
 
@@ -141,12 +149,6 @@ def _gather(cwd: str, roots: Sequence[str], env: Mapping[str, str]) -> Facts:
         files=tuple(files),
         refused=tuple(refused),
     )
-
-
-def config_dir(env: Mapping[str, str]) -> str:
-    """The user's own acp-agent configuration directory (``$XDG_CONFIG_HOME/acp-agent``)."""
-    config_home = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(config_home, "acp-agent")
 
 
 def _instruction_files(

@@ -51,6 +51,7 @@ from ..sessions.session import Session
 from .compaction import make_room, maybe_compact
 from .context import prune
 from .instructions import mode_note
+from .skills import skills_note
 from .streamargs import LiveCall
 from .toolcall import CANCELLED, abandon, run_tools, tool_context
 from .world import PendingCall, TurnContext, request_of, window
@@ -65,11 +66,12 @@ class StepResult:
 
 async def before_request(ctx: TurnContext) -> None:
     """Before every model request of a turn (mid-turn too): tell the model of a mode
-    change, stub old large results past ``prune_at``, compact past ``compact_at``."""
+    change and of changed skills, stub old large results past ``prune_at``, compact
+    past ``compact_at``."""
     session = ctx.session
-    note = mode_note(session)  # the mode changed since the model was told
-    if note is not None:
-        session.add_message(UserMessage([TextPart(note)]))
+    for note in (mode_note(session), skills_note(session)):  # changed since it was told
+        if note is not None:
+            session.add_message(UserMessage([TextPart(note)]))
     prune(session, window(ctx), ctx.limits.prune_at)
     await maybe_compact(ctx)
 

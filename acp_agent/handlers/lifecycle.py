@@ -30,7 +30,7 @@ from ..sessions.replay import restore, scan
 from ..sessions.session import ClientPrompt, Session, new_session_id
 from ..sessions.transcript import Pair, Uses, load_batches
 from .auth import require_key
-from .commands import load_prompt_commands, session_commands
+from .commands import find_skills, load_prompt_commands, session_commands, skill_notice
 from .options import config_options, modes
 
 if TYPE_CHECKING:
@@ -347,12 +347,19 @@ async def _register(
 ) -> None:
     sv.sessions.add(session)
     refused: list[Refused] = []
-    session.prompt_commands = await asyncio.to_thread(
-        load_prompt_commands, session.cwd, roots=session.roots, refused=refused
-    )
+    env = sv.turns.child_env
+
+    def find() -> list[Refused]:
+        session.prompt_commands = load_prompt_commands(
+            session.cwd, env, roots=session.roots, refused=refused
+        )
+        return find_skills(session, env)
+
+    broken = await asyncio.to_thread(find)
     for refusal in refused:  # told once the client has the session
         why = escaped(f"{refusal.path}: {refusal.reason}.")
         session.pending_notices.append(("warning", "Command file skipped", why))
+    session.pending_notices.extend(skill_notice(refusal) for refusal in broken)
     attach(sv, session, servers)
 
 

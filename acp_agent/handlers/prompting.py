@@ -32,7 +32,7 @@ from ..errors import (
 from ..protocol import types as t
 from ..sessions.replay import prompt_text
 from ..sessions.session import make_title
-from .commands import dispatch
+from .commands import dispatch, refresh_skills
 from .lifecycle import take_over
 
 if TYPE_CHECKING:
@@ -97,6 +97,7 @@ async def _run(sv: Services, session: Session, blocks: list[t.ContentBlock]) -> 
 
     try:
         async with deadline:
+            await refresh_skills(sv, session)
             command = await dispatch(sv, session, blocks)
             if isinstance(command, t.PromptResponse):
                 stop = command.stop_reason

@@ -26,6 +26,7 @@ from ..engine.instructions import system_prompt
 from ..engine.notices import notify
 from ..engine.permissions import Rules
 from ..engine.projectfiles import Refused
+from ..engine.skills import SkillTool, catalogue
 from ..engine.subagents import Subagents
 from ..engine.world import TurnContext, TurnLimits
 from ..errors import ProviderError
@@ -109,12 +110,22 @@ class Turns:
                              escaped(f"{refusal.path}: {refusal.reason}."),
                              fallback=True)  # fmt: skip
 
-        return await system_prompt(
+        built = session.system_text is None
+        text = await system_prompt(
             session,
             configured=self.models.config.system_prompt,
             env=self.child_env,
             refused=refused,
         )
+        _, dropped = catalogue(session.skills) if built else ("", [])
+        key = (session.id, "\0skills\0" + ",".join(dropped))
+        if dropped and session.parent is None and key not in self._told_refused:
+            self._told_refused.add(key)
+            await notify(self.client, session, "info", "Skills left out of the model's list",
+                         escaped(f"The list of skills is limited in size; {len(dropped)} are "
+                                 f"not in it (they still load by name): {', '.join(dropped)}."),
+                         fallback=True)  # fmt: skip
+        return text
 
     def facts(self, session: Session) -> ModelInfo:
         """The session model's facts, its window within what the server said in a
@@ -162,7 +173,7 @@ class Turns:
         offered depends on the mode: ``permissions.offered``); ``ask_user`` only for a
         client that takes form elicitations. MCP tools follow the servers' changes."""
         if self._tools is None:  # after initialize: the client's capabilities are known
-            tools = builtin_tools(self.subagents.tool).tools()
+            tools = builtin_tools(self.subagents.tool, SkillTool()).tools()
             if "form" not in elicitation_modes(self.client.capabilities):
                 tools = [tool for tool in tools if tool.spec.name != ASK_USER]  # asks by a form
             self._tools = Toolset(tools)

@@ -74,6 +74,13 @@ class PromptCommand(Protocol):
     def expand(self, arguments: str) -> str: ...
 
 
+class SkillEntry(PromptCommand, Protocol):
+    """An Agent Skill (``engine.skills``): a prompt command with a ``SKILL.md``."""
+
+    @property
+    def path(self) -> str: ...
+
+
 class Turn:
     """One prompt's lifetime; ``cancel`` is idempotent and safe at any moment."""
 
@@ -152,6 +159,14 @@ class Session:
         """Advisories to send once the client has the session (after the response)."""
         self.prompt_commands: Mapping[str, PromptCommand] = {}
         """User-defined slash commands (markdown files), loaded when the session opens."""
+        self.skills: Mapping[str, SkillEntry] = {}
+        """The Agent Skills found (``engine.skills``), looked up again before each turn."""
+        self.skills_told: Mapping[str, str] | None = None
+        """What the model knows of the skills (name -> its line in the catalogue)."""
+        self.skills_in_prompt: Mapping[str, str] | None = None
+        """What the system prompt's catalogue says (the model knows it after a compaction)."""
+        self.skill_problems: frozenset[tuple[str, str]] = frozenset()
+        """The broken skill files the user was told of (file, problem)."""
         self.client_prompt: ClientPrompt | None = None
         """The client's ``systemPrompt`` (see ``instructions``)."""
         self.system_text: str | None = None
@@ -274,6 +289,7 @@ class Session:
     def replace_history(self, messages: list[Message]) -> None:
         """Swap the whole history (a compaction's summary and what it keeps)."""
         self.history = list(messages)
+        self.skills_told = self.skills_in_prompt  # notes on later changes may be gone
         if self.log is not None:
             self.log.append(ReplaceHistory(messages=self.history))
 
