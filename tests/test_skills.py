@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from acp_agent.conversation import estimate_tokens
 from acp_agent.engine import skills as sk
 from acp_agent.engine.projectfiles import Refused
 from acp_agent.errors import ToolError
@@ -161,7 +162,7 @@ def test_the_catalogue_keeps_to_its_budget_and_names_what_it_left_out(tmp_path: 
         skill(where, f"skill-{i:02d}", f"Skill number {i} " + "words " * 30)
     found = sk.discover(str(tmp_path), [str(tmp_path)], env_of(tmp_path))
     text, dropped = sk.catalogue(found.skills, budget=2_000)
-    assert sk.estimate_tokens([], text) <= 2_000 + 200  # the note naming the rest
+    assert estimate_tokens([], text) <= 2_000 + 200  # the note naming the rest
     shown = [n for n in found.skills if f"- {n}: " in text]
     assert shown and dropped and shown + dropped == list(found.skills)
     assert f"{len(dropped)} more skill(s) are not listed" in text and dropped[0] in text
