@@ -68,6 +68,18 @@ class Limits(_Section, frozen=True):
     prompt_cache: bool = True
 
 
+class Checkpoints(_Section, frozen=True):
+    """``[checkpoints]``: what ``/undo`` and ``/rewind`` can put back (``engine.checkpoints``)."""
+
+    enabled: bool = True
+    max_size: int = 256 * 1024 * 1024
+    """Bytes of a session's checkpoints (copies and snapshot); past it, the oldest go."""
+    max_file_size: int = 1024 * 1024
+    """A larger file (or a binary one in the snapshot) is known by its hash only."""
+    snapshot: bool = True
+    """Where git is installed, snapshot the whole workspace too (changes by commands)."""
+
+
 class Config(_Section, frozen=True):
     model: str = "offline"
     models: list[str] = []
@@ -81,6 +93,7 @@ class Config(_Section, frozen=True):
     """Per-family settings, keyed by family name (the file's ``[<family>]`` sections)."""
     model_overrides: dict[str, ModelOverride] = {}
     limits: Limits = Limits()
+    checkpoints: Checkpoints = Checkpoints()
     offline_script: str | None = None
     keep_env: list[str] = []
     """Variables passed to commands although they look like secrets (see ``childenv``)."""
@@ -169,6 +182,8 @@ def validate(config: Config, source: str = "config") -> None:
     for name in ("first_event_timeout", "idle_timeout", "turn_timeout"):
         if getattr(config.limits, name) <= 0:
             raise ConfigError(f"{source}: `limits.{name.replace('_', '-')}` must be positive")
+    if config.checkpoints.max_size < 0 or config.checkpoints.max_file_size < 0:
+        raise ConfigError(f"{source}: `checkpoints` sizes must not be negative")
     if config.limits.max_message_bytes < 1024:
         raise ConfigError(f"{source}: `limits.max-message-bytes` must be at least 1024")
 

@@ -35,6 +35,7 @@ from ..protocol import UNSET
 from ..protocol import types as t
 from ..sessions.session import PromptCommand, Session
 from .options import switch_mode, switch_model
+from .undo import rewind, undo
 
 if TYPE_CHECKING:
     from .services import Services
@@ -49,7 +50,12 @@ BUILTINS: list[tuple[str, str, str | None]] = [
     ("model", "Show or switch the model", "model id"),
     ("mode", "Show or switch the permission mode", "ask | accept-edits | plan | bypass"),
     ("compact", "Summarise older history to free context", "what to keep"),
+    ("undo", "Put back what the last turn changed in the workspace", None),
+    ("rewind", "Go back to before an earlier turn: workspace, conversation or both",
+     "N [both | code | conversation]"),
 ]
+#: The commands that take back what turns did: refused while a turn runs (``prompting``).
+TAKING_BACK = ("undo", "rewind")
 
 
 class CommandFile:
@@ -201,6 +207,12 @@ async def dispatch(
             await switch_model(sv, session, rest)
         choices = ", ".join(sv.models.choices)
         await session.say(f"Model: **{session.model}** (available: {choices}).")
+        return done
+    if name == "undo":
+        await undo(sv, session)
+        return done
+    if name == "rewind":
+        await rewind(sv, session, rest)
         return done
     if name == "compact":
         await compact_session(await sv.turns.context(session), rest or None, keep_tokens=0)

@@ -25,9 +25,10 @@ from ..escaping import escaped
 from ..mcp import McpHub
 from ..protocol import UnsetType
 from ..protocol import types as t
-from ..sessions.records import Archived, Header, Roots, bulk, now_iso
+from ..sessions.records import Archived, Checkpoint, Header, Roots, Undone, bulk, now_iso
 from ..sessions.replay import restore, scan
 from ..sessions.session import ClientPrompt, Session, new_session_id
+from ..sessions.store import valid_id
 from ..sessions.transcript import Pair, Uses, load_batches
 from .auth import require_key
 from .commands import find_skills, load_prompt_commands, session_commands, skill_notice
@@ -137,7 +138,9 @@ async def fork_session(sv: Services, p: t.ForkSessionRequest) -> t.ForkSessionRe
         raise SessionNotFound(p.session_id) from None
     except OSError as exc:
         raise InternalError(f"Cannot read session {p.session_id}: {exc.strerror}") from None
-    body = [r for r in records if not isinstance(r, Header | Roots | Archived)]  # a new one
+    # a new session: its own header and roots; no checkpoints (their files are the source's)
+    mine = Header | Roots | Archived | Checkpoint | Undone
+    body = [r for r in records if not isinstance(r, mine)]
     session = _restored(sv, new_session_id(), restore(body), cwd, directories)
     await _store_new(sv, session, body, forked_from=p.session_id)
     if prompt is not None:
@@ -158,6 +161,8 @@ async def delete_session(sv: Services, p: t.DeleteSessionRequest) -> t.DeleteSes
     if session is not None:
         await release(sv, session)
     await asyncio.to_thread(sv.sessions.store.delete, p.session_id)  # unknown ids are fine
+    if valid_id(p.session_id):
+        await sv.turns.checkpoints.delete(p.session_id)  # what /undo kept goes with it
     return t.DeleteSessionResponse()
 
 

@@ -26,13 +26,14 @@ from ..errors import (
     AuthRequired,
     InternalError,
     InvalidParams,
+    InvalidRequest,
     ProviderAuthError,
     ProviderError,
 )
 from ..protocol import types as t
 from ..sessions.replay import prompt_text
 from ..sessions.session import make_title
-from .commands import dispatch, refresh_skills
+from .commands import TAKING_BACK, dispatch, parse_invocation, refresh_skills
 from .lifecycle import take_over
 
 if TYPE_CHECKING:
@@ -47,6 +48,13 @@ async def prompt(sv: Services, p: t.PromptRequest) -> t.PromptResponse:
     _check(p.prompt, images=sv.models.model_info_for(session.model).supports_images)
     if session.read_only:
         await take_over(sv, session)
+    taking_back = _taking_back(p.prompt)
+    if taking_back and session.busy:
+        raise InvalidRequest(
+            f"Invalid request: a turn is running in session {session.id}; /{taking_back} "
+            "takes back finished turns only: wait for it to end, or cancel it first",
+            {"sessionId": session.id},
+        )
     turn = session.begin_turn()
     try:
         async with session.lock:
@@ -85,7 +93,8 @@ def cancel_prompt(sv: Services, p: t.PromptRequest, task: asyncio.Task[None]) ->
 
 async def _run(sv: Services, session: Session, blocks: list[t.ContentBlock]) -> t.PromptResponse:
     info = sv.models.model_info_for(session.model)
-    session.record_prompt(blocks, prompt_text(blocks))
+    turn_id = session.record_prompt(blocks, prompt_text(blocks))
+    sv.turns.checkpoints.begin(session, turn_id)
     stop = "error"
     limit = sv.config.limits.turn_timeout
     deadline = asyncio.timeout(limit)
@@ -124,7 +133,34 @@ async def _run(sv: Services, session: Session, blocks: list[t.ContentBlock]) -> 
             " what it did so far is kept"
         ) from None
     finally:
+        await _checkpoint(sv, session)
         await session.record_turn_end(stop)
+
+
+async def _checkpoint(sv: Services, session: Session) -> None:
+    """What the turn changed in the workspace, recorded before its end; checkpoints
+    dropped to keep within the cap are told."""
+    try:
+        dropped = await sv.turns.checkpoints.finish(session)
+    except OSError as exc:  # the state directory refuses: the turn's answer stands
+        log.warning("cannot record the turn's checkpoint", error=str(exc))
+        return
+    if dropped:
+        cap = sv.config.checkpoints.max_size
+        await sv.notify(session, "warning", "Older turns can no longer be undone",
+                        f"The session's checkpoints passed checkpoints.max-size ({cap:,} bytes):"
+                        f" the oldest {len(dropped)} turn(s) were let go.",
+                        fallback=True)  # fmt: skip
+
+
+def _taking_back(blocks: list[t.ContentBlock]) -> str | None:
+    """``undo`` or ``rewind`` when the prompt is that command."""
+    first = blocks[0] if blocks else None
+    if isinstance(first, t.TextContent):
+        invocation = parse_invocation(first.text.strip())
+        if invocation is not None and invocation[0] in TAKING_BACK:
+            return invocation[0]
+    return None
 
 
 def _check(blocks: list[t.ContentBlock], *, images: bool) -> None:

@@ -20,6 +20,7 @@ import msgspec
 
 from .. import log
 from ..client import Client, ClientProxy, elicitation_modes
+from ..engine.checkpoints import Store
 from ..engine.childenv import child_environ
 from ..engine.context import frame_tokens
 from ..engine.instructions import system_prompt
@@ -66,6 +67,8 @@ class Turns:
             weakref.WeakKeyDictionary()
         )  # a session's system prompt built before its first turn, with its mode and model
         self._told_refused: set[tuple[str, str]] = set()  # (session id, file) told once
+        state_dir = os.path.dirname(sessions.store.root)
+        self.checkpoints = Store(state_dir, models.config.checkpoints, self.child_env)
 
     async def context(self, session: Session, client: Client | None = None) -> TurnContext:
         """Everything a turn of ``session`` needs (``client``: the editor as this
@@ -95,6 +98,7 @@ class Turns:
                 compact_at=limits.compact_at,
             ),
             env=self.child_env,
+            checkpoint=self.checkpoints.recorder_of(session),
         )
 
     async def system_prompt(self, session: Session) -> str:

@@ -29,20 +29,24 @@ from ..protocol import types as t
 from ..providers.models import cost
 from .records import (
     AddMessage,
+    Checkpoint,
     Instructions,
     Prompt,
     PruneResults,
     ReplaceHistory,
+    Rewind,
     Roots,
     Settings,
     TruncateHistory,
     TurnEnd,
+    Undone,
     Update,
     UsageTotals,
     now_iso,
 )
 from .replay import State
 from .store import SessionLog
+from .turnlog import TurnLog
 
 if TYPE_CHECKING:
     from ..mcp import McpHub
@@ -183,6 +187,10 @@ class Session:
         """The user was told this session is not being saved (see ``lifecycle``)."""
         self.parent: Session | None = None
         """The session that spawned this one, if it is a subagent's (see ``subagents``)."""
+        self.turnlog = TurnLog()
+        """Its prompts, workspace checkpoints and what was taken back (``/undo``)."""
+        self.recorder: object | None = None
+        """The running turn's workspace recorder (``engine.checkpoints``), if any."""
 
     def restore(self, state: State) -> None:
         """Take the state a log holds (the roots stay as the session has them)."""
@@ -199,6 +207,7 @@ class Session:
             self.client_prompt = ClientPrompt(state.instructions.mode, state.instructions.text)
         self._tool_ids = itertools.count(state.next_tool_id)
         self._message_ids = itertools.count(state.next_message_id)
+        self.turnlog = state.turnlog
 
     @property
     def root(self) -> Session:
@@ -277,6 +286,7 @@ class Session:
     def truncate_history(self, length: int) -> None:
         """Drop the history from ``length`` on (a refused prompt leaves the context)."""
         del self.history[length:]
+        self.turnlog.rewritten(length)
         if self.log is not None:
             self.log.append(TruncateHistory(length=length))
 
@@ -290,22 +300,47 @@ class Session:
         """Swap the whole history (a compaction's summary and what it keeps)."""
         self.history = list(messages)
         self.skills_told = self.skills_in_prompt  # notes on later changes may be gone
+        self.turnlog.rewritten()
         if self.log is not None:
             self.log.append(ReplaceHistory(messages=self.history))
 
-    def record_prompt(self, blocks: list[t.ContentBlock], text: str) -> None:
-        """A prompt starts its turn: keep it as the client sent it (for replay)."""
+    def record_prompt(self, blocks: list[t.ContentBlock], text: str) -> str:
+        """A prompt starts its turn: keep it as the client sent it (for replay); its
+        message id (the turn's, for checkpoints) is returned."""
         if self.first_prompt is None:
             self.first_prompt = text
+        message_id, at = self.new_message_id(), now_iso()
+        self.turnlog.prompt(message_id, text, at, len(self.history))
         log = self.log
         if log is None:
-            return
+            return message_id
         roots = (self.cwd, self.additional_directories)
         if roots != self.stored_roots:  # set by a load/resume: persisted once used
             self.stored_roots = (self.cwd, list(self.additional_directories))
             log.append(Roots(cwd=self.cwd, additional_directories=self.additional_directories))
             log.touch(cwd=self.cwd, additional_directories=list(self.additional_directories))
-        log.append(Prompt(message_id=self.new_message_id(), blocks=blocks, at=now_iso()))
+        log.append(Prompt(message_id=message_id, blocks=blocks, at=at, history=len(self.history)))
+        return message_id
+
+    def record_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """What the turn changed in the workspace (before its end is recorded)."""
+        self.turnlog.checkpoint(checkpoint)
+        if self.log is not None:
+            self.log.append(checkpoint)
+
+    def record_undone(self, turns: list[str], *, dropped: bool = False) -> None:
+        """Checkpoints taken back (or dropped): recorded and made durable."""
+        record = Undone(turns=turns, at=now_iso(), dropped=dropped)
+        self.turnlog.took_back(record)
+        if self.log is not None:
+            self.log.append(record)
+            self.log.sync()
+
+    def record_rewind(self, record: Rewind) -> None:
+        """A ``/rewind`` (after the history was cut, if it was)."""
+        self.turnlog.rewound(record)
+        if self.log is not None:
+            self.log.append(record)
 
     async def record_turn_end(self, stop_reason: str) -> None:
         """The turn is over: mark it, update the index entry and make it all durable
