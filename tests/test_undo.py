@@ -80,9 +80,11 @@ async def test_undo_puts_back_every_change_of_the_turn(scripted: Scripted, works
         assert all(r["status"] == "completed" for r in reports)
         edit = by_path[str(ws / "private.txt")]["content"][0]
         assert edit == {"type": "diff", "path": str(ws / "private.txt"),
-                        "oldText": "a public\r\nline two\r\n", "newText": "a secret\r\nline two\r\n"}
+                        "oldText": "a public\r\nline two\r\n",
+                        "newText": "a secret\r\nline two\r\n"}
         removed = by_path[str(ws / "new.txt")]
-        assert removed["kind"] == "delete" and removed["content"][0]["oldText"] == "brand new\n"
+        assert removed["kind"] == "delete"
+        assert removed["content"][0]["oldText"] == "brand new\n"
         assert "Undid the changes of \u201cchange things\u201d: 6 file(s) put back" in said(agent, sid)
         assert "Nothing to undo" not in said(agent, sid)
         await agent.prompt(sid, "/undo")
@@ -129,7 +131,8 @@ async def test_a_file_the_user_changed_since_is_kept_unless_confirmed(
 
         def keep(params: dict[str, Any]) -> dict[str, Any]:
             asked.append(params)
-            return select_kind("reject_once")(params)
+            answer: dict[str, Any] = select_kind("reject_once")(params)
+            return answer
 
         agent.handlers["session/request_permission"] = keep
         sid = await start(agent, workspace)
