@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .harness import AgentProcess, Scripted, select_kind, wait_until
+from .harness import AgentProcess, Scripted, wait_until
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -85,7 +85,8 @@ async def test_undo_puts_back_every_change_of_the_turn(scripted: Scripted, works
         removed = by_path[str(ws / "new.txt")]
         assert removed["kind"] == "delete"
         assert removed["content"][0]["oldText"] == "brand new\n"
-        assert "Undid the changes of \u201cchange things\u201d: 6 file(s) put back" in said(agent, sid)
+        summary = "Undid the changes of \u201cchange things\u201d: 6 file(s) put back"
+        assert summary in said(agent, sid)
         assert "Nothing to undo" not in said(agent, sid)
         await agent.prompt(sid, "/undo")
         assert "Nothing to undo" in said(agent, sid)
@@ -131,8 +132,8 @@ async def test_a_file_the_user_changed_since_is_kept_unless_confirmed(
 
         def keep(params: dict[str, Any]) -> dict[str, Any]:
             asked.append(params)
-            answer: dict[str, Any] = select_kind("reject_once")(params)
-            return answer
+            option = next(o for o in params["options"] if o["kind"] == "reject_once")
+            return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
 
         agent.handlers["session/request_permission"] = keep
         sid = await start(agent, workspace)
