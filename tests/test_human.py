@@ -640,3 +640,30 @@ async def test_ctrl_c_cancels_a_turn_and_a_second_one_quits() -> None:
     assert recorder.cancels == ["s1"] and session.quit_status == 130
     with pytest.raises(asyncio.CancelledError):
         await main
+
+
+async def test_the_question_before_overwriting_changed_files_is_asked_even_under_yes() -> None:
+    """``--yes`` allows tool calls; whether ``/undo`` overwrites what the user changed
+    since is still theirs to say (and without a terminal the files are kept)."""
+    answers: list[str] = []
+
+    async def turn(conn: Connection, req: t.PromptRequest) -> t.PromptResponse:
+        options = [t.PermissionOption(option_id="overwrite", name="Put them back",
+                                      kind="allow_once"),
+                   t.PermissionOption(option_id="keep", name="Keep them", kind="reject_once")]
+        call = t.ToolCallUpdate(tool_call_id="u", title="Undo: overwrite 1 file(s)", name="undo")
+        response = await conn.request(
+            "session/request_permission",
+            t.RequestPermissionRequest(session_id="s1", options=options, tool_call=call),
+            t.RequestPermissionResponse)  # fmt: skip
+        answers.append(chosen(response))
+        return t.PromptResponse(stop_reason="end_turn")
+
+    typist = Typist()
+    typist.type("r\n")
+    pair = Pair(turn, policy="allow_always", typist=typist)
+    await pair.client.prompt(await pair.session(), "/undo")
+    await pair.close()
+    assert answers == ["keep"]
+    assert pair.view.questions == [
+        "Undo: overwrite 1 file(s)? [a]llow once, [r]eject (Ctrl-C: reject and cancel)"]

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from .services import Services
 
 MAX_DIFF_BYTES = 512 * 1024
+QUESTION = "undo"
+"""The name of the tool call that asks to overwrite files changed since (the terminal
+mode asks it even under ``--yes``)."""
 WHAT = ("both", "code", "conversation")
 
 
@@ -248,12 +251,12 @@ async def _confirm(sv: Services, session: Session, conflicts: list[Step]) -> set
     where = [t.ToolCallLocation(path=escaped(p)) for p in names.values()]
     title = escaped(f"Undo: overwrite {len(names)} file(s) changed since")
     shown = t.ToolCall(tool_call_id=call_id, title=title, kind="edit", status="pending",
-                       locations=where,
+                       name=QUESTION, locations=where,
                        content=[t.Content(content=t.TextContent(text=escaped(message)))])
     await session.emit(shown)
     options = [t.PermissionOption(option_id="overwrite", name="Put them back", kind="allow_once"),
                t.PermissionOption(option_id="keep", name="Keep them", kind="reject_once")]
-    update = t.ToolCallUpdate(tool_call_id=call_id, title=shown.title, kind="edit",
+    update = t.ToolCallUpdate(tool_call_id=call_id, title=shown.title, kind="edit", name=QUESTION,
                               status="pending", locations=shown.locations, content=shown.content)
     try:
         outcome = await sv.client.request_permission(session.id, update, options)
