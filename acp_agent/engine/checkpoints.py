@@ -42,7 +42,16 @@ from .. import log
 from ..config import Checkpoints as Settings
 from ..sessions.records import Checkpoint, FileChange, FileState, now_iso
 from ..sessions.session import Session
-from .shadow import Changed, Shadow, ShadowError, available, file_sha256, stand_in, tree_size
+from .shadow import (
+    Changed,
+    Shadow,
+    ShadowError,
+    available,
+    file_sha256,
+    private_dirs,
+    stand_in,
+    tree_size,
+)
 
 MAX_DIR_FILES = 5_000
 """Files recorded under one directory a tool moves."""
@@ -112,7 +121,7 @@ class Store:
         digest = hashlib.sha256(data).hexdigest()
         path = self.blob_path(session_id, digest)
         if not os.path.exists(path):
-            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            private_dirs(os.path.dirname(path))
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "wb", opener=lambda p, f: os.open(p, f, 0o600)) as fh:
                 fh.write(data)
@@ -215,9 +224,10 @@ class Recorder:
         before = dict(self.before)
         for path, state in list(before.items()):  # created as a directory: its files
             if state.kind == "absent" and os.path.isdir(path) and not os.path.islink(path):
+                del before[path]  # its files stand for it
                 for file in _files_under(path):
-                    depth = os.path.relpath(os.path.dirname(file), path).count(os.sep) + 1
-                    depth -= os.path.dirname(file) == path
+                    rel = os.path.relpath(os.path.dirname(file), path)
+                    depth = 1 + (0 if rel == "." else rel.count(os.sep) + 1)  # dirs made
                     before.setdefault(file, FileState(new_dirs=state.new_dirs + depth))
         shadow = self.store.shadow(self.session) if self.tree is not None else None
         if shadow is not None and self.tree is not None:

@@ -40,7 +40,8 @@ MAX_FILES = 50_000
 STAND_IN = b"acp-agent checkpoint: not kept\n"
 _CONFIG = (*SAFE_CONFIG, "core.autocrlf=false", "core.safecrlf=false", "core.symlinks=true",
            "core.quotepath=false", "core.bare=false", "gc.auto=0", "core.logAllRefUpdates=false",
-           "core.precomposeunicode=false", "advice.addEmbeddedRepo=false")  # fmt: skip
+           "core.precomposeunicode=false", "advice.addEmbeddedRepo=false",
+           "core.sharedRepository=0600")  # fmt: skip
 _ATTRIBUTES = "* -text -eol -crlf -filter -ident -working-tree-encoding -export-subst\n"
 
 
@@ -87,6 +88,7 @@ class Shadow:
             out = subprocess.run(
                 [self.git, "--no-pager", *flags, *args], cwd=self.worktree, env=self.env,
                 input=data or b"", capture_output=True, timeout=TIMEOUT, check=True,
+                umask=0o077,  # the state directory is private: what git makes is too
             )  # fmt: skip
         except subprocess.CalledProcessError as exc:
             said = exc.stderr.decode(errors="replace").strip().splitlines()
@@ -99,13 +101,13 @@ class Shadow:
     def _init(self) -> None:
         if os.path.isfile(os.path.join(self.dir, "HEAD")):
             return
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
-        self._run("init", "--quiet")
+        private_dirs(self.dir)
+        self._run("init", "--quiet", "--template=", "--shared=0600")  # no sample hooks
         info = os.path.join(self.dir, "info")
-        os.makedirs(info, exist_ok=True)
-        with open(os.path.join(info, "attributes"), "w", encoding="utf-8") as fh:
+        os.makedirs(info, mode=0o700, exist_ok=True)
+        with open(os.path.join(info, "attributes"), "w", encoding="utf-8", opener=_private) as fh:
             fh.write(_ATTRIBUTES)
-        with open(os.path.join(info, "exclude"), "w", encoding="utf-8") as fh:
+        with open(os.path.join(info, "exclude"), "w", encoding="utf-8", opener=_private) as fh:
             for path in self.exclude:  # the state directory, when it is inside the workspace
                 rel = os.path.relpath(path, self.worktree)
                 if not rel.startswith(".."):
@@ -202,6 +204,20 @@ def tree_size(directory: str) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(here, name)).st_size
     return total
+
+
+def private_dirs(path: str) -> None:
+    """``path`` and the directories above it that it makes, each 0700."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
 
 
 def _z(items: Sequence[str]) -> bytes:
