@@ -80,7 +80,7 @@ class Shadow:
                     "GIT_INDEX_FILE": os.path.join(directory, "index"),
                     "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
                     "LC_ALL": "C"}  # fmt: skip
-        self._hashes: dict[tuple[str, int, int, int], str] = {}
+        self._stand_ins: dict[tuple[str, int, int, int], str] = {}
 
     def _run(self, *args: str, data: bytes | None = None) -> bytes:
         flags = [arg for setting in _CONFIG for arg in ("-c", setting)]
@@ -124,13 +124,8 @@ class Shadow:
         specs = [".", *(f":(exclude,literal){p}" for p in big)]
         self._run("add", "-A", "--ignore-errors", "--pathspec-from-file=-",
                   "--pathspec-file-nul", data=_z(specs))  # fmt: skip
-        if big:
-            lines = []
-            for path in big:
-                digest, size = self._digest(os.path.join(self.worktree, path))
-                stand_in = STAND_IN + f"sha256 {digest}\nsize {size}\n".encode()
-                sha = self._run("hash-object", "-w", "--stdin", data=stand_in).decode().strip()
-                lines.append(f"100644 {sha}\t{path}")
+        if big:  # (their entries carry no stat data: listed again each time, hashed once)
+            lines = [f"100644 {self._stand_in(path)}\t{path}" for path in big]
             self._run("update-index", "-z", "--index-info", data=_z(lines))
         tree = self._run("write-tree").decode().strip()
         self._run("update-ref", "refs/acp/last", tree)
@@ -149,13 +144,19 @@ class Shadow:
         except OSError:
             return False  # gone meanwhile: git sees it gone too
 
-    def _digest(self, path: str) -> tuple[str, int]:
+    def _stand_in(self, rel: str) -> str:
+        """The id of the stand-in blob of a file not kept (made once per version of it)."""
+        path = os.path.join(self.worktree, rel)
         info = os.stat(path)
         key = (path, info.st_size, info.st_mtime_ns, info.st_ino)
-        digest = self._hashes.get(key)
-        if digest is None:
-            digest = self._hashes[key] = file_sha256(path)
-        return digest, info.st_size
+        sha = self._stand_ins.get(key)
+        if sha is None:
+            data = STAND_IN + f"sha256 {file_sha256(path)}\nsize {info.st_size}\n".encode()
+            sha = self._run("hash-object", "-w", "--stdin", data=data).decode().strip()
+            if len(self._stand_ins) > 10_000:
+                self._stand_ins.clear()
+            self._stand_ins[key] = sha
+        return sha
 
     def changes(self, before: str, after: str) -> list[Changed]:
         """The paths that differ between two snapshots, with what they were before."""
