@@ -158,3 +158,16 @@ def test_the_turn_log_follows_the_history() -> None:
     log.rewound(Rewind(turn="m4", prompt="four", taken=1, length=1, files=0,
                        message_id="x", at="t"))  # fmt: skip
     assert [m.turn for m in log.marks] == ["m1", "m2", "m3"]
+
+
+def test_the_configuration_section() -> None:
+    from acp_agent.config import ConfigError, from_mapping
+
+    config = from_mapping({"checkpoints": {"enabled": False, "max-file-size": 10}})
+    assert not config.checkpoints.enabled and config.checkpoints.max_file_size == 10
+    try:
+        from_mapping({"checkpoints": {"max-size": -1}})
+    except ConfigError as exc:
+        assert "`checkpoints` sizes must not be negative" in str(exc)
+    else:
+        raise AssertionError("a negative size was accepted")
