@@ -262,3 +262,26 @@ async def test_undo_is_refused_while_a_turn_runs(
             assert "a turn is running" in response["error"]["message"]
         await agent.notify("session/cancel", {"sessionId": sid})
         assert (await running)["result"]["stopReason"] == "cancelled"
+
+
+async def test_a_directory_turned_into_a_link_out_of_the_roots_is_not_followed(
+    scripted: Scripted, workspace: str, tmp_path: Path
+) -> None:
+    ws = Path(workspace)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text("outside, not ours")
+    (ws / "sub").mkdir()
+    (ws / "sub" / "f.txt").write_text("before")
+    script = [[call("write_file", path="sub/f.txt", content="agent")], [{"text": "ok"}]]
+    config = "[checkpoints]\nsnapshot = false\n"
+    async with scripted(script, "--mode", "bypass", config=config) as agent:
+        sid = await start(agent, workspace)
+        await agent.prompt(sid, "write")
+        (ws / "sub" / "f.txt").unlink()
+        (ws / "sub").rmdir()
+        (ws / "sub").symlink_to(outside)
+        await agent.prompt(sid, "/undo")  # the harness says yes to overwriting
+        assert (outside / "f.txt").read_text() == "outside, not ours"
+        failed = [c for c in agent.tool_calls(sid) if c["title"] == "Not restored: sub/f.txt"]
+        assert failed and "outside the session's roots" in str(failed[0]["content"])

@@ -36,6 +36,7 @@ from ..sessions.records import Checkpoint, Rewind, now_iso
 from ..sessions.session import Session
 from ..sessions.transcript import rewind_message
 from ..sessions.turnlog import TurnMark
+from ..tools.base import within
 
 if TYPE_CHECKING:
     from .services import Services
@@ -201,10 +202,21 @@ async def put_back_turns(sv: Services, session: Session, checkpoints: list[Check
 
 
 def _apply(sv: Services, session: Session, step: Step) -> tuple[str | None, str | None]:
+    parent = _existing(os.path.dirname(step.path))
+    if not any(within(parent, os.path.realpath(root)) for root in session.roots):
+        # a directory on the way became a link out of the roots since: touch nothing there
+        raise OSError(0, f"its directory now leads to {parent}, outside the session's roots")
     old = _text(step.path) if step.current.kind == "file" else None
     put_back(sv.turns.checkpoints, session.id, step)
     new = _text(step.path) if step.target.kind == "file" else None
     return old, new
+
+
+def _existing(directory: str) -> str:
+    """The real path of ``directory``'s nearest existing ancestor (itself, if it exists)."""
+    while not os.path.lexists(directory) and os.path.dirname(directory) != directory:
+        directory = os.path.dirname(directory)
+    return os.path.realpath(directory)
 
 
 def _text(path: str) -> str:
