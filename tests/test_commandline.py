@@ -73,8 +73,8 @@ def test_flags_go_before_or_after_the_command(state_dir: str, workspace: str) ->
     typo = acp("--state-dir", state_dir, "chta")
     assert (typo.returncode, typo.stderr) == (2, "acp-agent: 'chta' is not a command; did you"
                                               " mean `chat`? (commands: run, chat, sessions,"
-                                              " permissions, doctor, serve, login, logout; acp-agent"
-                                              " --help)\n")
+                                              " permissions, doctor, serve, login, logout;"
+                                              " acp-agent --help)\n")
 
 
 def test_stdout_is_the_answer_alone(state_dir: str, workspace: str, tmp_path: Path) -> None:

@@ -724,3 +724,28 @@ def test_a_replay_is_cut_into_exchanges_and_its_end_shown() -> None:
     assert "hmm" not in view.out.getvalue()  # type: ignore[attr-defined]
     view.begin_turn()
     assert view.cost_before == 0.25  # the session's cost, learnt from the replay
+async def test_the_question_before_overwriting_changed_files_is_asked_even_under_yes() -> None:
+    """``--yes`` allows tool calls; whether ``/undo`` overwrites what the user changed
+    since is still theirs to say (and without a terminal the files are kept)."""
+    answers: list[str] = []
+
+    async def turn(conn: Connection, req: t.PromptRequest) -> t.PromptResponse:
+        options = [t.PermissionOption(option_id="overwrite", name="Put them back",
+                                      kind="allow_once"),
+                   t.PermissionOption(option_id="keep", name="Keep them", kind="reject_once")]
+        call = t.ToolCallUpdate(tool_call_id="u", title="Undo: overwrite 1 file(s)", name="undo")
+        response = await conn.request(
+            "session/request_permission",
+            t.RequestPermissionRequest(session_id="s1", options=options, tool_call=call),
+            t.RequestPermissionResponse)  # fmt: skip
+        answers.append(chosen(response))
+        return t.PromptResponse(stop_reason="end_turn")
+
+    typist = Typist()
+    typist.type("r\n")
+    pair = Pair(turn, policy="allow_always", typist=typist)
+    await pair.client.prompt(await pair.session(), "/undo")
+    await pair.close()
+    assert answers == ["keep"]
+    assert pair.view.questions == [
+        "Undo: overwrite 1 file(s)? [a]llow once, [r]eject (Ctrl-C: reject and cancel)"]

@@ -279,7 +279,8 @@ class TestWheel:
         names = set(zipfile.ZipFile(wheel).namelist())
         tops = {n.split("/", 1)[0] for n in names}
         assert tops == {"acp_agent", f"acp_reference_agent-{__version__}.dist-info"}, tops
-        for required in ("acp_agent/py.typed", "acp_agent/protocol/types.py", "acp_agent/cli/__init__.py",
+        for required in ("acp_agent/py.typed", "acp_agent/protocol/types.py",
+                         "acp_agent/cli/__init__.py",
                          *(f"acp_agent/{sub}/__init__.py" for sub in SUBPACKAGES)):
             assert required in names
         modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "acp_agent").rglob("*.py")

@@ -106,6 +106,18 @@ class SandboxSettings(_Section, frozen=True):
     """The ``.git`` directories of the roots writable at ``workspace-write``."""
 
 
+class Checkpoints(_Section, frozen=True):
+    """``[checkpoints]``: what ``/undo`` and ``/rewind`` can put back (``engine.checkpoints``)."""
+
+    enabled: bool = True
+    max_size: int = 256 * 1024 * 1024
+    """Bytes of a session's checkpoints (copies and snapshot); past it, the oldest go."""
+    max_file_size: int = 1024 * 1024
+    """A larger file (or a binary one in the snapshot) is known by its hash only."""
+    snapshot: bool = True
+    """Where git is installed, snapshot the whole workspace too (changes by commands)."""
+
+
 class Config(_Section, frozen=True):
     model: str = "offline"
     models: list[str] = []
@@ -119,6 +131,7 @@ class Config(_Section, frozen=True):
     """Per-family settings, keyed by family name (the file's ``[<family>]`` sections)."""
     model_overrides: dict[str, ModelOverride] = {}
     limits: Limits = Limits()
+    checkpoints: Checkpoints = Checkpoints()
     web: Web = Web()
     offline_script: str | None = None
     keep_env: list[str] = []
@@ -246,6 +259,12 @@ def validate(config: Config, source: str = "config") -> None:
         raise bad_limit("web-max-chars", "positive")
     if limits.max_message_bytes < 1024:
         raise bad_limit("max-message-bytes", "at least 1024")
+    for name in ("max_size", "max_file_size"):
+        if getattr(config.checkpoints, name) < 0:
+            key = name.replace("_", "-")
+            raise ConfigError(
+                f"{source}: `checkpoints.{key}` must not be negative", ("checkpoints", key)
+            )
     for key, places in (("writable", config.sandbox.writable), ("hide", config.sandbox.hide)):
         for place in places:
             full = os.path.expanduser(place)

@@ -17,7 +17,10 @@ request (a stable prefix is what prompt caching pays off on), from:
    ``projectfiles.read_project_text``: only inside the session's roots (the user's
    inside their configuration directory; one found above the roots exactly where it
    was found), never through a link leading elsewhere; a file refused is reported
-   (``Facts.refused``), never read.
+   (``Facts.refused``), never read;
+5. the catalogue of the session's Agent Skills (``skills``) as they were when the prompt
+   was built; later changes reach the model as a note before its next request
+   (``skills.skills_note``), so the cached prefix is never rewritten for them.
 
 A later change of mode reaches the model as a short note before the text of the next
 prompt (:func:`mode_note`, in a ``<system-reminder>``), never after it; the tools offered
@@ -40,8 +43,9 @@ from typing import TYPE_CHECKING
 from ..escaping import escaped
 from ..tools.usershell import choose
 from .gitstate import repo_root, state
-from .projectfiles import Refused, read_project_text
+from .projectfiles import Refused, config_dir, read_project_text
 from .projectrules import MAX_INSTRUCTIONS_BYTES, bounded, chain
+from .skills import catalogue, entries
 
 if TYPE_CHECKING:
     from ..sessions.session import Session
@@ -131,6 +135,7 @@ async def system_prompt(
         if session.system_text is None:  # the first built wins (it may have been built ahead)
             session.system_text = compose(session, facts, configured, style, delegate)
             session.told_mode = session.mode
+            session.skills_told = session.skills_in_prompt = entries(session.skills)
         told = _told.setdefault(session, set())
         for refusal in facts.refused:
             if tell is not None and refusal.path not in told:
@@ -179,12 +184,20 @@ def compose(session: Session, facts: Facts, configured: str | None = None,
     )
     for path, text in facts.files:
         parts.append(f"# Instructions from {path}\n\n{text}")
+    skills, _ = catalogue(session.skills)
+    if skills:
+        parts.append(skills)
     return "\n\n".join(parts)
 
 
 #: How the agent's own notes to the model are wrapped (they come before the user's text
 #: in a user message; the offline model skips them).
 REMINDER = "<system-reminder>{}</system-reminder>"
+
+
+def reminder(note: str) -> str:
+    """``note`` as the model is told what changed beside the user's text (once)."""
+    return note if note.startswith("<system-reminder>") else REMINDER.format(note)
 
 
 def mode_note(session: Session) -> str | None:
@@ -211,12 +224,6 @@ def _gather(cwd: str, roots: Sequence[str], env: Mapping[str, str]) -> Facts:
         files=tuple(files),
         refused=tuple(refused),
     )
-
-
-def config_dir(env: Mapping[str, str]) -> str:
-    """The user's own acp-agent configuration directory (``$XDG_CONFIG_HOME/acp-agent``)."""
-    config_home = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(config_home, "acp-agent")
 
 
 def _instruction_files(

@@ -2,8 +2,9 @@
 
 Every feature that feeds a file it did not write to the model, unasked, reads it through
 :func:`read_project_text`: instruction files (``AGENTS.md``, ``CLAUDE.md``,
-``.acp-agent/instructions.md``), prompt commands (``.acp-agent/commands/*.md``), and
-anything of the kind to come (skills, nested instructions). A repository is not trusted:
+``.acp-agent/instructions.md``), prompt commands (``.acp-agent/commands/*.md``), Agent
+Skills (``SKILL.md``, ``skills``: a user's in their skills directories), and anything of
+the kind to come (nested instructions). A repository is not trusted:
 ``AGENTS.md -> ~/.ssh/id_rsa`` must not put the key into a request. So a file is read
 only when what was actually opened lies inside one of the allowed places, symlinks
 resolved (the descriptor's own path is checked, so a link swapped in between the check
@@ -25,7 +26,7 @@ import fcntl
 import os
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -136,3 +137,10 @@ def read_project_text(
     except UnicodeDecodeError:
         return Refused(path, "it is not UTF-8 text")
     return ProjectText(path, text, cut)
+
+
+def config_dir(env: Mapping[str, str]) -> str:
+    """The user's own acp-agent configuration directory (``$XDG_CONFIG_HOME/acp-agent``),
+    where their instructions, commands and skills live."""
+    config_home = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(config_home, "acp-agent")

@@ -175,6 +175,10 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
         await session.emit(
             t.ToolCallUpdateSessionUpdate(tool_call_id=call_id, status="in_progress")
         )
+        if ctx.checkpoint is not None and info.access in ("write", "execute"):
+            # the one place every writing call passes, with the paths it declared (as
+            # checked): what they were is kept before they change (``checkpoints``)
+            await ctx.checkpoint.before_change([tctx.real(p) for p in info.paths])
         out = await tool.run(args, tctx)
     except ToolError as exc:
         return await _fail(session, call, call_id, exc.message)

@@ -51,7 +51,8 @@ from ..sessions.session import Session
 from ..sessions.steers import join
 from .compaction import make_room, maybe_compact
 from .context import prune
-from .instructions import mode_note
+from .instructions import mode_note, reminder
+from .skills import skills_note
 from .streamargs import LiveCall
 from .toolcall import CANCELLED, abandon, run_tools, tool_context
 from .world import PendingCall, TurnContext, request_of, window
@@ -96,9 +97,10 @@ async def run_turn(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
 
 async def _requests(ctx: TurnContext, user: UserMessage) -> tuple[str, t.Usage]:
     session = ctx.session
-    note = mode_note(session)  # the mode changed since the model was told: before the text
-    if note is not None:
-        user = UserMessage([TextPart(note), *user.parts])
+    # what changed since the model was told (the mode, the skills): before the text
+    notes = [note for note in (mode_note(session), skills_note(session)) if note is not None]
+    if notes:
+        user = UserMessage([*(TextPart(reminder(note)) for note in notes), *user.parts])
     session.add_message(user)
     totals = t.Usage(total_tokens=0, input_tokens=0, output_tokens=0)
     made_room = False

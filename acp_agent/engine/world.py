@@ -10,9 +10,9 @@ model request; :func:`window` is the context window the turn works within.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..conversation import ToolCallPart
 from ..providers.base import ModelProvider, ModelRequest
@@ -41,6 +41,12 @@ ANSWER_RESERVE = 8_192
 
 def _by_the_user() -> str | None:
     return None
+
+
+class ChangeRecorder(Protocol):
+    """What the turn engine tells ``checkpoints.Recorder``."""
+
+    async def before_change(self, paths: Sequence[str], *, snapshot: bool = True) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +87,9 @@ class TurnContext:
     outputs: str | None = None
     """Where cut command outputs are saved whole (the session's, under the state
     directory); ``None``: not saved."""
+    checkpoint: ChangeRecorder | None = None
+    """Records what the turn is about to change (``checkpoints``: the top-level turn's
+    recorder, a subagent's too); ``None``: checkpoints are off."""
     interrupted_by: Callable[[], str | None] = _by_the_user
     """While the turn unwinds from a cancellation: why, when it was not the user (the turn
     ran out of time), for the tool calls and the history it leaves behind."""

@@ -1,6 +1,9 @@
 """Slash commands: the built-ins, user-defined prompt commands, MCP prompts, and
 :func:`dispatch`, which runs the one a prompt starts with.
 
+Agent Skills (``engine.skills``) are commands too: ``/name arguments`` loads the skill
+into the turn (a built-in or a prompt command of the same name wins).
+
 User commands are markdown files: ``<project>/.acp-agent/commands/<name>.md`` and
 ``$XDG_CONFIG_HOME/acp-agent/commands/<name>.md`` (the project's win on a name clash).
 An optional front matter gives the description and an input hint::
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING
 from ..engine.compaction import compact_session
 from ..engine.permissions import chosen, listing, numbered
 from ..engine.projectfiles import Refused, read_project_text
+from ..engine.skills import discover
 from ..escaping import escaped
 from ..mcp import PromptError
 from ..protocol import UNSET
@@ -32,6 +36,7 @@ from ..protocol import types as t
 from ..providers.registry import FAMILIES, missing_key, spec
 from ..sessions.session import PromptCommand, Session
 from .options import mode_ids, mode_refusal, switch_mode, switch_model
+from .undo import rewind, undo
 
 if TYPE_CHECKING:
     from .services import Services
@@ -48,7 +53,12 @@ BUILTINS: list[tuple[str, str, str | None]] = [
     ("compact", "Summarise older history to free context", "what to keep"),
     ("permissions", "List the remembered \"always\" answers; `forget N|all` takes them back",
      "forget N | forget all"),
+    ("undo", "Put back what the last turn changed in the workspace", None),
+    ("rewind", "Go back to before an earlier turn: workspace, conversation or both",
+     "N [both | code | conversation]"),
 ]
+#: The commands that take back what turns did: refused while a turn runs (``prompting``).
+TAKING_BACK = ("undo", "rewind")
 
 
 class CommandFile:
@@ -143,11 +153,15 @@ def load_prompt_commands(
 def available_commands(
     prompt_commands: Mapping[str, PromptCommand],
     extra: list[tuple[str, str, str | None]] | None = None,
+    skills: Mapping[str, PromptCommand] | None = None,
 ) -> list[t.AvailableCommand]:
-    """The list for ``available_commands_update``: built-ins, then user, then extra (MCP)."""
+    """The list for ``available_commands_update``: built-ins, then user, then skills (a
+    name taken before is not offered twice), then extra (MCP)."""
+    taken = {name for name, _, _ in BUILTINS} | set(prompt_commands)
     entries = [
         *BUILTINS,
         *((c.name, c.description, c.hint) for c in prompt_commands.values()),
+        *((c.name, c.description, c.hint) for c in (skills or {}).values() if c.name not in taken),
         *(extra or []),
     ]
     return [
@@ -205,10 +219,16 @@ async def dispatch(
     if name == "permissions":
         await session.say(await permissions_command(sv, session, rest))
         return done
+    if name == "undo":
+        await undo(sv, session)
+        return done
+    if name == "rewind":
+        await rewind(sv, session, rest)
+        return done
     if name == "compact":
         await compact_session(await sv.turns.context(session), rest or None, keep_tokens=0)
         return done
-    command = session.prompt_commands.get(name)
+    command = session.prompt_commands.get(name) or session.skills.get(name)
     if command is not None:
         return [t.TextContent(text=command.expand(rest)), *tail]
     if session.mcp is not None and any(p.name == name for p in session.mcp.prompts()):
@@ -271,9 +291,40 @@ def session_commands(session: Session) -> list[t.AvailableCommand]:
     """What ``available_commands_update`` offers this session."""
     mcp = session.mcp
     extra = [(c.name, c.description, c.hint) for c in mcp.prompts()] if mcp else []
-    return available_commands(session.prompt_commands, extra)
+    return available_commands(session.prompt_commands, extra, session.skills)
 
 
 def help_text(session: Session) -> str:
     lines = [f"- `/{c.name}` — {c.description}" for c in session_commands(session)]
     return "Commands:\n" + "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- skills
+
+
+def find_skills(session: Session, env: Mapping[str, str] = os.environ) -> list[Refused]:
+    """Look the session's skills up again (a worker thread); the broken ones not told
+    yet are returned (each told once a session, while it stays broken)."""
+    found = discover(session.cwd, session.roots, env)
+    session.skills = found.skills
+    problems = frozenset((p.path, p.reason) for p in found.problems)
+    new = [p for p in found.problems if (p.path, p.reason) not in session.skill_problems]
+    session.skill_problems = problems
+    return new
+
+
+def skill_notice(refusal: Refused) -> tuple[str, str, str]:
+    """The notice telling the user a skill file was skipped."""
+    return "warning", "Skill skipped", escaped(f"{refusal.path}: {refusal.reason}.")
+
+
+async def refresh_skills(sv: Services, session: Session) -> None:
+    """Before a prompt: the skills as they are on disk now (changes are picked up for the
+    next turn); new problems are told, and the commands offered again if they changed."""
+    before = [(c.name, c.description, c.hint) for c in session.skills.values()]
+    for refusal in await asyncio.to_thread(find_skills, session, sv.turns.child_env):
+        await sv.notify(session, *skill_notice(refusal), fallback=True)
+    if [(c.name, c.description, c.hint) for c in session.skills.values()] != before:
+        await sv.client.session_update(
+            session.id, t.AvailableCommandsUpdate(available_commands=session_commands(session))
+        )

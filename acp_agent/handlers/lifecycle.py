@@ -27,12 +27,13 @@ from ..escaping import escaped
 from ..mcp import McpHub
 from ..protocol import UnsetType
 from ..protocol import types as t
-from ..sessions.records import Archived, Header, Roots, bulk, now_iso
+from ..sessions.records import Archived, Checkpoint, Header, Roots, Undone, bulk, now_iso
 from ..sessions.replay import restore, scan
 from ..sessions.session import ClientPrompt, Session, new_session_id
+from ..sessions.store import valid_id
 from ..sessions.transcript import Pair, Uses, load_batches
 from .auth import require_key
-from .commands import load_prompt_commands, session_commands
+from .commands import find_skills, load_prompt_commands, session_commands, skill_notice
 from .options import config_options, mode_ids, mode_refusal, modes
 
 if TYPE_CHECKING:
@@ -147,7 +148,9 @@ async def fork_session(sv: Services, p: t.ForkSessionRequest) -> t.ForkSessionRe
         raise SessionNotFound(p.session_id) from None
     except OSError as exc:
         raise InternalError(f"Cannot read session {p.session_id}: {exc.strerror}") from None
-    body = [r for r in records if not isinstance(r, Header | Roots | Archived)]  # a new one
+    # a new session: its own header and roots; no checkpoints (their files are the source's)
+    mine = Header | Roots | Archived | Checkpoint | Undone
+    body = [r for r in records if not isinstance(r, mine)]
     session = _restored(sv, new_session_id(), restore(body), cwd, directories)
     await _store_new(sv, session, body, forked_from=p.session_id)
     if prompt is not None:
@@ -168,6 +171,8 @@ async def delete_session(sv: Services, p: t.DeleteSessionRequest) -> t.DeleteSes
     if session is not None:
         await release(sv, session)
     await asyncio.to_thread(sv.sessions.store.delete, p.session_id)  # unknown ids are fine
+    if valid_id(p.session_id):
+        await sv.turns.checkpoints.delete(p.session_id)  # what /undo kept goes with it
     return t.DeleteSessionResponse()
 
 
@@ -366,9 +371,15 @@ async def _register(
 ) -> None:
     sv.sessions.add(session)
     refused: list[Refused] = []
-    session.prompt_commands = await asyncio.to_thread(
-        load_prompt_commands, session.cwd, roots=session.roots, refused=refused
-    )
+    env = sv.turns.child_env
+
+    def find() -> list[Refused]:
+        session.prompt_commands = load_prompt_commands(
+            session.cwd, env, roots=session.roots, refused=refused
+        )
+        return find_skills(session, env)
+
+    broken = await asyncio.to_thread(find)
     why = sv.sandboxing.why_not()
     if why is not None and explicit(sv.config.sandbox) and not sv.sandboxing.told:
         sv.sandboxing.told = True  # configured, but impossible here: said once
@@ -379,6 +390,7 @@ async def _register(
     for refusal in refused:  # told once the client has the session
         why = escaped(f"{refusal.path}: {refusal.reason}.")
         session.pending_notices.append(("warning", "Command file skipped", why))
+    session.pending_notices.extend(skill_notice(refusal) for refusal in broken)
     attach(sv, session, servers)
 
 

@@ -26,6 +26,7 @@ from ..errors import (
     AuthRequired,
     InternalError,
     InvalidParams,
+    InvalidRequest,
     ProviderAuthError,
     ProviderError,
 )
@@ -33,7 +34,7 @@ from ..protocol import types as t
 from ..sessions.replay import prompt_text
 from ..sessions.session import make_title
 from ..sessions.steers import chunks, settle
-from .commands import dispatch
+from .commands import TAKING_BACK, dispatch, parse_invocation, refresh_skills
 from .lifecycle import take_over
 
 if TYPE_CHECKING:
@@ -48,6 +49,13 @@ async def prompt(sv: Services, p: t.PromptRequest) -> t.PromptResponse:
     check(p.prompt, images=sv.models.model_info_for(session.model).supports_images)
     if session.read_only:
         await take_over(sv, session)
+    taking_back = _taking_back(p.prompt)
+    if taking_back and session.busy:
+        raise InvalidRequest(
+            f"Invalid request: a turn is running in session {session.id}; /{taking_back} "
+            "takes back finished turns only: wait for it to end, or cancel it first",
+            {"sessionId": session.id},
+        )
     return await run_prompt(sv, session, session.begin_turn(), p.prompt)
 
 
@@ -115,10 +123,11 @@ async def _run(
         first, *rest = turn.steers.take()
         turn.steers.pending.extend(rest)
         blocks = first.blocks
-        session.record_prompt(blocks, prompt_text(blocks), first.message_id)
+        turn_id = session.record_prompt(blocks, prompt_text(blocks), first.message_id)
         await session.replay(chunks(first))
     else:
-        session.record_prompt(blocks, prompt_text(blocks))
+        turn_id = session.record_prompt(blocks, prompt_text(blocks))
+    sv.turns.checkpoints.begin(session, turn_id)
     stop = "error"
     limit = sv.config.limits.turn_timeout
     deadline = asyncio.timeout(limit)
@@ -130,6 +139,7 @@ async def _run(
 
     try:
         async with deadline:
+            await refresh_skills(sv, session)
             command = await dispatch(sv, session, blocks)
             if isinstance(command, t.PromptResponse):
                 stop = command.stop_reason
@@ -158,7 +168,34 @@ async def _run(
         ) from None
     finally:
         await settle(session, turn.steers)  # what did not join is kept, not acted upon
+        await _checkpoint(sv, session)
         await session.record_turn_end(stop)
+
+
+async def _checkpoint(sv: Services, session: Session) -> None:
+    """What the turn changed in the workspace, recorded before its end; checkpoints
+    dropped to keep within the cap are told."""
+    try:
+        dropped = await sv.turns.checkpoints.finish(session)
+    except OSError as exc:  # the state directory refuses: the turn's answer stands
+        log.warning("cannot record the turn's checkpoint", error=str(exc))
+        return
+    if dropped:
+        cap = sv.config.checkpoints.max_size
+        await sv.notify(session, "warning", "Older turns can no longer be undone",
+                        f"The session's checkpoints passed checkpoints.max-size ({cap:,} bytes):"
+                        f" the oldest {len(dropped)} turn(s) were let go.",
+                        fallback=True)  # fmt: skip
+
+
+def _taking_back(blocks: list[t.ContentBlock]) -> str | None:
+    """``undo`` or ``rewind`` when the prompt is that command."""
+    first = blocks[0] if blocks else None
+    if isinstance(first, t.TextContent):
+        invocation = parse_invocation(first.text.strip())
+        if invocation is not None and invocation[0] in TAKING_BACK:
+            return invocation[0]
+    return None
 
 
 def check(blocks: list[t.ContentBlock], *, images: bool) -> None:

@@ -20,6 +20,7 @@ import msgspec
 
 from .. import log
 from ..client import Client, ClientProxy, elicitation_modes
+from ..engine.checkpoints import Store
 from ..engine.childenv import child_environ
 from ..engine.context import frame_tokens
 from ..engine.instructions import system_prompt
@@ -27,9 +28,11 @@ from ..engine.notices import notify
 from ..engine.permissions import Rules
 from ..engine.projectrules import Nested
 from ..engine.sandboxing import Sandboxing
+from ..engine.skills import SkillTool, catalogue
 from ..engine.subagents import MAX_DEPTH, Subagents
 from ..engine.world import TurnContext, TurnLimits
 from ..errors import ProviderError
+from ..escaping import escaped
 from ..providers.models import ModelInfo
 from ..providers.pool import Models
 from ..providers.resilient import Resilient
@@ -73,6 +76,9 @@ class Turns:
             weakref.WeakKeyDictionary()
         )  # each top-level session's login environment, read once
         self._nested: weakref.WeakKeyDictionary[Session, Nested] = weakref.WeakKeyDictionary()
+        self._told_dropped: set[tuple[str, str]] = set()  # (session id, skills left out)
+        state_dir = os.path.dirname(sessions.store.root)
+        self.checkpoints = Store(state_dir, models.config.checkpoints, self.child_env)
 
     async def context(self, session: Session, client: Client | None = None) -> TurnContext:
         """Everything a turn of ``session`` needs (``client``: the editor as this
@@ -108,6 +114,7 @@ class Turns:
             nested=self._nested.setdefault(session.root, Nested(session.root.cwd, session.roots)),
             web=self.web,
             outputs=self.outputs_dir(session),
+            checkpoint=self.checkpoints.recorder_of(session),
         )
 
     def outputs_dir(self, session: Session) -> str:
@@ -149,7 +156,8 @@ class Turns:
         async def tell(title: str, description: str) -> None:
             await notify(self.client, session, "warning", title, description, fallback=True)
 
-        return await system_prompt(
+        built = session.system_text is None
+        text = await system_prompt(
             session,
             configured=self.models.config.system_prompt,
             env=self.child_env,
@@ -158,6 +166,15 @@ class Turns:
             style=self.facts(session).tool_style,
             delegate=_depth(session) < MAX_DEPTH,
         )
+        _, dropped = catalogue(session.skills) if built else ("", [])
+        key = (session.id, ",".join(dropped))
+        if dropped and session.parent is None and key not in self._told_dropped:
+            self._told_dropped.add(key)
+            await notify(self.client, session, "info", "Skills left out of the model's list",
+                         escaped(f"The list of skills is limited in size; {len(dropped)} are "
+                                 f"not in it (they still load by name): {', '.join(dropped)}."),
+                         fallback=True)  # fmt: skip
+        return text
 
     def facts(self, session: Session) -> ModelInfo:
         """The session model's facts, its window within what the server said in a
@@ -209,7 +226,7 @@ class Turns:
         built = self._tools.get((style, spawns))
         if built is None:  # after initialize: the client's capabilities are known
             extra = (self.subagents.tool,) if spawns else ()
-            tools = builtin_tools(*extra, style=style).tools()
+            tools = builtin_tools(*extra, SkillTool(), style=style).tools()
             if "form" not in elicitation_modes(self.client.capabilities):
                 tools = [tool for tool in tools if tool.spec.name != ASK_USER]  # asks by a form
             if self.web is None:

@@ -38,6 +38,9 @@ PERMISSION_KEYS: dict[str, t.PermissionOptionKind] = {
 }
 _YES_NO: dict[str, t.PermissionOptionKind] = {"y": "allow_once", "n": "reject_once"}
 CLIENT_INFO = t.Implementation(name="acp-agent-human", version="1")
+OVERWRITE_QUESTION = "undo"
+"""The agent's question before ``/undo`` or ``/rewind`` overwrites files changed since the
+turn (``handlers.undo.QUESTION``): asked at the keyboard even under ``--yes``."""
 
 CANNOT_ASK = (
     "acp-agent {command} has no terminal to ask on (stdin is not one), so tool calls that "
@@ -170,12 +173,15 @@ class HumanClient:
         if not options:
             raise InvalidParams("Invalid params: no permission options")
         kind: t.PermissionOptionKind | None
-        if self.policy == "cannot_ask":  # the call shows why it did not run: said once
+        policy = self.policy
+        if req.tool_call.name == OVERWRITE_QUESTION and policy in ("allow_once", "allow_always"):
+            policy = "ask"  # --yes allows tool calls, not overwriting the user's own changes
+        if policy == "cannot_ask":  # the call shows why it did not run: said once
             raise CannotAsk(CANNOT_ASK.format(command=self.command))
-        if self.policy == "deny":
+        if policy == "deny":
             kind = "reject_once"
-        elif self.policy != "ask":
-            kind = self.policy
+        elif policy != "ask":
+            kind = policy
         else:
             kind = await self._ask(req, options)
             if kind is None:  # Ctrl-C or Ctrl-D: reject, and end the turn

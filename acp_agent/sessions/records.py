@@ -8,8 +8,9 @@ showed (:class:`ChildUpdate`), every change to the model's history
 (:class:`AddMessage`, :class:`TruncateHistory`, :class:`ReplaceHistory`), the session's
 :class:`Settings`, :class:`UsageTotals` and :class:`Roots` when they change, a
 :class:`TurnEnd` per prompt, and the client's say on the session as a whole
-(:class:`ClientTitle`, :class:`Archived`). :func:`parse` reads a log back, skipping lines
-it cannot decode.
+(:class:`ClientTitle`, :class:`Archived`), and what turns changed in the workspace and
+what was taken back (:class:`Checkpoint`, :class:`Undone`, :class:`Rewind`).
+:func:`parse` reads a log back, skipping lines it cannot decode.
 """
 
 from __future__ import annotations
@@ -52,11 +53,13 @@ class Header(_Record, tag="header"):
 
 
 class Prompt(_Record, tag="prompt"):
-    """A user prompt as the client sent it (replayed as ``user_message_chunk``s)."""
+    """A user prompt as the client sent it (replayed as ``user_message_chunk``s);
+    ``history``: the model's history's length when it came (where ``/rewind`` cuts)."""
 
     message_id: str
     blocks: list[t.ContentBlock]
     at: str
+    history: int | None = None
 
 
 class Steer(_Record, tag="steer"):
@@ -138,6 +141,61 @@ class TurnEnd(_Record, tag="turn_end"):
     at: str
 
 
+class FileState(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
+    """A workspace path at one moment: ``absent``, a ``file`` or a ``link`` (``sha256``
+    of its bytes or target, ``mode``; ``kept``: the bytes are in the session's checkpoint
+    store, else known by their hash only)."""
+
+    kind: str = "absent"
+    sha256: str = ""
+    mode: int = 0
+    size: int = 0
+    kept: bool = False
+    new_dirs: int = 0
+    """``absent`` only: how many of its parent directories did not exist either."""
+
+
+class FileChange(msgspec.Struct, kw_only=True, frozen=True):
+    path: str
+    before: FileState
+    after: FileState
+
+
+class Checkpoint(_Record, tag="checkpoint"):
+    """What a turn changed in the workspace (its own tools' changes and, where git is
+    installed, everything else found changed), and what each path was before it."""
+
+    turn: str
+    """The message id of the turn's prompt."""
+    at: str
+    files: list[FileChange]
+
+
+class Undone(_Record, tag="undone"):
+    """Checkpoints taken back (``/undo``, ``/rewind``) or dropped (over the size cap)."""
+
+    turns: list[str]
+    at: str
+    dropped: bool = False
+
+
+class Rewind(_Record, tag="rewind"):
+    """``/rewind``: the conversation cut back to before the prompt ``turn`` (``length``:
+    the history's length kept) and/or the workspace put back; shown on replay as the
+    agent message ``message_id``."""
+
+    turn: str
+    prompt: str
+    taken: int
+    """How many turns were taken back."""
+    length: int | None
+    """The history's length kept; ``None``: the conversation was left as it was."""
+    files: int
+    """How many files were put back."""
+    message_id: str
+    at: str
+
+
 class ClientTitle(_Record, tag="client_title"):
     """The title the client gave (``session/set_title``): never replaced by the agent's."""
 
@@ -169,6 +227,9 @@ Record: TypeAlias = (
     | TurnEnd
     | ClientTitle
     | Archived
+    | Checkpoint
+    | Undone
+    | Rewind
 )
 
 

@@ -23,6 +23,7 @@ from ..protocol import UNSET
 from ..protocol import types as t
 from .records import (
     AddMessage,
+    Checkpoint,
     ClientTitle,
     Header,
     Instructions,
@@ -30,16 +31,19 @@ from .records import (
     PruneResults,
     Record,
     ReplaceHistory,
+    Rewind,
     Roots,
     Settings,
     Steer,
     TruncateHistory,
     TurnEnd,
+    Undone,
     Update,
     UsageTotals,
 )
 from .steers import NOT_ACTED_UPON
 from .transcript import INTERRUPTED, Uses
+from .turnlog import TurnLog
 
 __all__ = ["INTERRUPTED", "State", "prompt_text", "restore", "scan"]
 
@@ -69,6 +73,7 @@ class State:
     )
     next_tool_id: int = 1
     next_message_id: int = 1
+    turnlog: TurnLog = field(default_factory=TurnLog)
 
 
 _COUNTER = re.compile(r"_(\d+)$")
@@ -123,15 +128,26 @@ def restore(records: Iterable[Record]) -> State:
                 open_calls = _unread(history, open_calls, steers)
             in_turn = True
             state.next_message_id = _after(state.next_message_id, record.message_id)
+            text = prompt_text(record.blocks)
             if state.first_prompt is None:
-                state.first_prompt = prompt_text(record.blocks)
+                state.first_prompt = text
+            state.turnlog.prompt(record.message_id, text, record.at, record.history)
         elif isinstance(record, TruncateHistory):
             _close(history, open_calls)
             open_calls = []
             del history[record.length :]
+            state.turnlog.rewritten(record.length)
         elif isinstance(record, ReplaceHistory):
             open_calls = []
             history[:] = record.messages
+            state.turnlog.rewritten()
+        elif isinstance(record, Checkpoint):
+            state.turnlog.checkpoint(record)
+        elif isinstance(record, Undone):
+            state.turnlog.took_back(record)
+        elif isinstance(record, Rewind):
+            state.turnlog.rewound(record)
+            state.next_message_id = _after(state.next_message_id, record.message_id)
         elif isinstance(record, Settings):
             state.mode, state.model = record.mode, record.model
             state.thinking, state.sandbox = record.thinking, record.sandbox

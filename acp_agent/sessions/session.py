@@ -29,14 +29,17 @@ from ..protocol import types as t
 from ..providers.models import cost
 from .records import (
     AddMessage,
+    Checkpoint,
     Instructions,
     Prompt,
     PruneResults,
     ReplaceHistory,
+    Rewind,
     Roots,
     Settings,
     TruncateHistory,
     TurnEnd,
+    Undone,
     Update,
     UsageTotals,
     now_iso,
@@ -44,6 +47,7 @@ from .records import (
 from .replay import State
 from .steers import Steers
 from .store import SessionLog
+from .turnlog import TurnLog
 
 if TYPE_CHECKING:
     from ..mcp import McpHub
@@ -73,6 +77,13 @@ class PromptCommand(Protocol):
     @property
     def hint(self) -> str | None: ...
     def expand(self, arguments: str) -> str: ...
+
+
+class SkillEntry(PromptCommand, Protocol):
+    """An Agent Skill (``engine.skills``): a prompt command with a ``SKILL.md``."""
+
+    @property
+    def path(self) -> str: ...
 
 
 class Turn:
@@ -158,6 +169,14 @@ class Session:
         """Advisories to send once the client has the session (after the response)."""
         self.prompt_commands: Mapping[str, PromptCommand] = {}
         """User-defined slash commands (markdown files), loaded when the session opens."""
+        self.skills: Mapping[str, SkillEntry] = {}
+        """The Agent Skills found (``engine.skills``), looked up again before each turn."""
+        self.skills_told: Mapping[str, str] | None = None
+        """What the model knows of the skills (name -> its line in the catalogue)."""
+        self.skills_in_prompt: Mapping[str, str] | None = None
+        """What the system prompt's catalogue says (the model knows it after a compaction)."""
+        self.skill_problems: frozenset[tuple[str, str]] = frozenset()
+        """The broken skill files the user was told of (file, problem)."""
         self.client_prompt: ClientPrompt | None = None
         """The client's ``systemPrompt`` (see ``instructions``)."""
         self.system_text: str | None = None
@@ -174,6 +193,10 @@ class Session:
         """The user was told this session is not being saved (see ``lifecycle``)."""
         self.parent: Session | None = None
         """The session that spawned this one, if it is a subagent's (see ``subagents``)."""
+        self.turnlog = TurnLog()
+        """Its prompts, workspace checkpoints and what was taken back (``/undo``)."""
+        self.recorder: object | None = None
+        """The running turn's workspace recorder (``engine.checkpoints``), if any."""
 
     def restore(self, state: State) -> None:
         """Take the state a log holds (the roots stay as the session has them)."""
@@ -190,6 +213,7 @@ class Session:
             self.client_prompt = ClientPrompt(state.instructions.mode, state.instructions.text)
         self._tool_ids = itertools.count(state.next_tool_id)
         self._message_ids = itertools.count(state.next_message_id)
+        self.turnlog = state.turnlog
 
     @property
     def root(self) -> Session:
@@ -268,6 +292,7 @@ class Session:
     def truncate_history(self, length: int) -> None:
         """Drop the history from ``length`` on (a refused prompt leaves the context)."""
         del self.history[length:]
+        self.turnlog.rewritten(length)
         if self.log is not None:
             self.log.append(TruncateHistory(length=length))
 
@@ -280,26 +305,51 @@ class Session:
     def replace_history(self, messages: list[Message]) -> None:
         """Swap the whole history (a compaction's summary and what it keeps)."""
         self.history = list(messages)
+        self.skills_told = self.skills_in_prompt  # notes on later changes may be gone
+        self.turnlog.rewritten()
         if self.log is not None:
             self.log.append(ReplaceHistory(messages=self.history))
 
     def record_prompt(
         self, blocks: list[t.ContentBlock], text: str, message_id: str | None = None
-    ) -> None:
+    ) -> str:
         """A prompt starts its turn: keep it as the client sent it (for replay), under
-        ``message_id`` when it has one already (a steer that started the turn)."""
+        ``message_id`` when it has one already (a steer that started the turn); its
+        message id (the turn's, for checkpoints) is returned."""
         if self.first_prompt is None:
             self.first_prompt = text
+        message_id, at = message_id or self.new_message_id(), now_iso()
+        self.turnlog.prompt(message_id, text, at, len(self.history))
         log = self.log
         if log is None:
-            return
+            return message_id
         roots = (self.cwd, self.additional_directories)
         if roots != self.stored_roots:  # set by a load/resume: persisted once used
             self.stored_roots = (self.cwd, list(self.additional_directories))
             log.append(Roots(cwd=self.cwd, additional_directories=self.additional_directories))
             log.touch(cwd=self.cwd, additional_directories=list(self.additional_directories))
-        message_id = message_id or self.new_message_id()
-        log.append(Prompt(message_id=message_id, blocks=blocks, at=now_iso()))
+        log.append(Prompt(message_id=message_id, blocks=blocks, at=at, history=len(self.history)))
+        return message_id
+
+    def record_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """What the turn changed in the workspace (before its end is recorded)."""
+        self.turnlog.checkpoint(checkpoint)
+        if self.log is not None:
+            self.log.append(checkpoint)
+
+    def record_undone(self, turns: list[str], *, dropped: bool = False) -> None:
+        """Checkpoints taken back (or dropped): recorded and made durable."""
+        record = Undone(turns=turns, at=now_iso(), dropped=dropped)
+        self.turnlog.took_back(record)
+        if self.log is not None:
+            self.log.append(record)
+            self.log.sync()
+
+    def record_rewind(self, record: Rewind) -> None:
+        """A ``/rewind`` (after the history was cut, if it was)."""
+        self.turnlog.rewound(record)
+        if self.log is not None:
+            self.log.append(record)
 
     async def record_turn_end(self, stop_reason: str) -> None:
         """The turn is over: mark it, update the index entry and make it all durable

@@ -13,7 +13,8 @@ folded in) at its original position, a session-directed message one ``session_me
 (its chunks folded in). :func:`transcripts` adds the subagents' transcripts, each under
 its child's id right after the update that announced the child, for a client that takes
 subagents (nothing of children for the others). Titles (the agent's and the client's)
-are one ``session_info_update`` at the end. A message sent into a running turn
+are one ``session_info_update`` at the end; a ``/rewind`` is the agent message it was
+shown as (:func:`rewind_message`). A message sent into a running turn
 (``_session/steering``) is shown where it joined the conversation (the
 ``user_message_chunk``s it was shown as); one that never joined (the process died first)
 where it was sent.
@@ -32,7 +33,7 @@ import msgspec
 from ..protocol import UNSET, UnsetType
 from ..protocol import types as t
 from ..tools.plan import checklist_of
-from .records import ChildUpdate, ClientTitle, Prompt, Record, Steer, TurnEnd, Update
+from .records import ChildUpdate, ClientTitle, Prompt, Record, Rewind, Steer, TurnEnd, Update
 
 INTERRUPTED = "The agent stopped before this tool call finished."
 
@@ -230,6 +231,8 @@ def transcript_batches(
 
     for position, record in enumerate(records):
         kind = type(record)
+        if kind is Rewind:  # shown as the message the client was sent
+            record, kind = Update(update=rewind_message(cast(Rewind, record))), Update
         if kind is not Update and kind is not Prompt and kind is not TurnEnd:
             if kind is ClientTitle:  # shown as the session_info_update the client was sent
                 named = cast(ClientTitle, record)
@@ -464,3 +467,15 @@ def _merge_info(
         title=info.title if update.title is UNSET else update.title,
         updated_at=info.updated_at if update.updated_at is UNSET else update.updated_at,
     )
+
+
+def rewind_message(record: Rewind) -> t.AgentMessageChunk:
+    """What the user is shown of a ``/rewind`` (live, and by ``session/load``)."""
+    quoted = record.prompt if len(record.prompt) <= 80 else record.prompt[:79] + "…"
+    what = []
+    if record.length is not None:
+        what.append(f"the conversation ({record.taken} turn(s) taken back)")
+    if record.files:
+        what.append(f"the workspace ({record.files} file(s) put back)")
+    text = f"↩ Rewound {' and '.join(what) or 'nothing'} to before “{quoted}”.\n"
+    return t.AgentMessageChunk(content=t.TextContent(text=text), message_id=record.message_id)
