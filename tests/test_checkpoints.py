@@ -168,6 +168,6 @@ def test_the_configuration_section() -> None:
     try:
         from_mapping({"checkpoints": {"max-size": -1}})
     except ConfigError as exc:
-        assert "`checkpoints` sizes must not be negative" in str(exc)
+        assert "`checkpoints.max-size` must not be negative" in str(exc)
     else:
         raise AssertionError("a negative size was accepted")

@@ -748,4 +748,4 @@ async def test_the_question_before_overwriting_changed_files_is_asked_even_under
     await pair.close()
     assert answers == ["keep"]
     assert pair.view.questions == [
-        "Undo: overwrite 1 file(s)? [a]llow once, [r]eject (Ctrl-C: reject and cancel)"]
+        "Undo: overwrite 1 file(s)? [a] Put them back, [r] Keep them (Ctrl-C: reject and cancel)"]

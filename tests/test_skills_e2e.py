@@ -154,10 +154,12 @@ async def test_broken_skills_are_told_and_changes_reach_the_next_turn(
         await agent.prompt(sid, "two")
         body = server.requests[-1].body
         assert system_of(body) == first_system  # the cached prefix is left alone
-        note = body["messages"][-1]  # after the prompt, like the mode note
-        assert note["role"] == "user"
-        assert "added:\n- second: Added between turns." in note["content"]
-        assert "removed: first" in note["content"]
+        message = body["messages"][-1]  # the note comes before the prompt's text
+        assert message["role"] == "user"
+        note, prompt = message["content"]
+        assert note["text"].startswith("<system-reminder>") and prompt["text"] == "two"
+        assert "added:\n- second: Added between turns." in note["text"]
+        assert "removed: first" in note["text"]
         commands = agent.updates_of(sid, "available_commands_update")[-1]["availableCommands"]
         names = {c["name"] for c in commands}
         assert "second" in names and "first" not in names
