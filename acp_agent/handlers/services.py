@@ -91,9 +91,14 @@ class Services:
 
     async def shutdown(self) -> None:
         self.cancel_all()
-        for session in self.sessions.values():
-            session.close()  # flushed, synced, ownership released
-        hubs = [s.mcp.aclose() for s in self.sessions.values() if s.mcp is not None]
+        sessions = list(self.sessions.values())
+        if self.sessions.owns_store:
+            for session in sessions:
+                session.close()  # flushed, synced, ownership released (by the disk writer)
+        else:  # a shared store: another connection of this process may open these sessions
+            # as soon as this returns, so their logs are released by then
+            await asyncio.gather(*(session.aclose() for session in sessions))
+        hubs = [s.mcp.aclose() for s in sessions if s.mcp is not None]
         if hubs:  # MCP servers are child processes: never leave them behind
             await asyncio.wait_for(asyncio.gather(*hubs, return_exceptions=True), 6.0)
         await self.models.aclose()
