@@ -345,7 +345,7 @@ class TestCrashes:
             await eventually(lambda: b"crash" in log_path(state_dir, sid).read_bytes(),
                              "the chunk is in the session log")
             first.kill()
-            interrupted = first.updates_of(sid)[start:]
+        interrupted = first.updates_of(sid)[start:]  # all it wrote: the pipe read to its end
 
         async with make([[{"text": "recovered"}]]) as second:
             await started(second)

@@ -16,7 +16,7 @@ import pytest_asyncio
 from acp_agent.protocol import types as t
 from acp_agent.tools.base import ToolContext
 
-from ..limits import eventually
+from ..limits import WAIT, eventually
 
 SERVERS = Path(__file__).parent / "servers"
 DEMO = str(SERVERS / "demo.py")
@@ -70,7 +70,7 @@ class Recorder:
         assert len(found) == 1, (title, self.problems)
         return found[0]
 
-    async def until(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    async def until(self, predicate: Callable[[], bool], timeout: float = WAIT) -> None:
         """Wait until ``predicate()`` holds, checked after each reported problem or change
         (``timeout`` only guards against a hang)."""
         async def wait() -> None:
@@ -79,7 +79,7 @@ class Recorder:
 
         await asyncio.wait_for(wait(), timeout)
 
-    async def reported(self, title: str, timeout: float = 30.0) -> tuple[str, str]:
+    async def reported(self, title: str, timeout: float = WAIT) -> tuple[str, str]:
         await self.until(lambda: any(tit == title for _, tit, _ in self.problems), timeout)
         return self.problem(title)
 
