@@ -11,6 +11,7 @@ A turn is bounded by ``limits.turn-timeout`` (from the moment it starts running,
 while it waits in the queue): past it the turn unwinds like a cancel (tool calls get
 their final update, history keeps a result for every call) and the prompt answers a
 JSON-RPC error naming the limit; the user did not cancel, so it is not ``cancelled``.
+A limit reloaded meanwhile (``reload``) bounds the running turn too, from its start.
 """
 
 from __future__ import annotations
@@ -89,16 +90,17 @@ async def _run(rt: Runtime, session: Session, blocks: list[t.ContentBlock]) -> t
     info = rt.model_info_for(session.model)
     session.record_prompt(blocks, prompt_text(blocks))
     stop = "error"
-    limit = rt.config.limits.turn_timeout
-    deadline = asyncio.timeout(limit)
+    deadline = asyncio.timeout(rt.config.limits.turn_timeout)
 
     def interrupted_by() -> str | None:
         if deadline.expired():
+            limit = rt.config.limits.turn_timeout
             return f"Stopped: the turn ran out of time ({TURN_TIMEOUT} = {limit:g} s)."
         return None
 
     try:
         async with deadline:
+            rt.turn_deadlines[deadline] = asyncio.get_running_loop().time()
             command = await dispatch(rt, session, blocks)
             if isinstance(command, t.PromptResponse):
                 stop = command.stop_reason
@@ -119,12 +121,14 @@ async def _run(rt: Runtime, session: Session, blocks: list[t.ContentBlock]) -> t
     except TimeoutError:
         if not deadline.expired():
             raise
+        limit = rt.config.limits.turn_timeout
         log.warning("turn timed out", limit=limit)
         raise InternalError(
             f"The turn ran longer than {TURN_TIMEOUT} ({limit:g} s) and was stopped;"
             " what it did so far is kept"
         ) from None
     finally:
+        rt.turn_deadlines.pop(deadline, None)
         await session.record_turn_end(stop)
 
 

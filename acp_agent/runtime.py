@@ -87,6 +87,9 @@ class Runtime:
         self._tools: Toolset | None = None
         self._subagents: Subagents | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
+        self.turn_deadlines: dict[asyncio.Timeout, float] = {}
+        """Running turns' ``limits.turn-timeout`` deadlines, with the loop time each turn
+        started (``reload`` bounds them again)."""
 
     # ------------------------------------------------------------------ shared objects
 

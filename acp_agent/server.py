@@ -194,10 +194,20 @@ def wire(
     return agent
 
 
-async def serve(config: Config, initialized: Callable[[], None] | None = None) -> None:
+async def serve(
+    config: Config,
+    initialized: Callable[[], None] | None = None,
+    reload: Callable[[], Config] | None = None,
+) -> None:
+    """Serve stdio until stdin closes; with ``reload`` (the configuration read again),
+    ``SIGHUP`` applies its ``[limits]`` (see ``acp_agent.reload``)."""
     reader, writer = await open_stdio(config.limits.max_message_bytes)
     connection = Connection(reader, writer)
     agent = wire(config, connection, initialized=initialized)
+    if reload is not None:
+        from .reload import on_hangup
+
+        on_hangup(agent.rt, reload)
     try:
         await connection.serve()
     finally:

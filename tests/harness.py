@@ -13,13 +13,14 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .limits import WAIT
+from .limits import WAIT, eventually
 from .schema_check import SchemaChecker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -283,6 +284,18 @@ class AgentProcess:
             if u["sessionId"] == session_id
             and (kind is None or u["update"]["sessionUpdate"] == kind)
         ]
+
+    async def hangup(self) -> None:
+        """SIGHUP: the agent reads its configuration again (``acp_agent.reload``); returns
+        once it has applied the limits (it says so in its log: run it with ``--log-level
+        info``), or failed to (the log says why)."""
+        assert self.proc is not None, "agent not started"
+        said = self._reloads()
+        self.proc.send_signal(signal.SIGHUP)
+        await eventually(lambda: self._reloads() > said, "the agent reloaded its limits")
+
+    def _reloads(self) -> int:
+        return sum(self.stderr.count(e) for e in (b"limits reloaded", b"not reloaded"))
 
     def kill(self) -> None:
         """SIGKILL the agent (a crash: it cleans nothing up). What it wrote before dying is
