@@ -297,6 +297,12 @@ class AgentProcess:
     def _reloads(self) -> int:
         return sum(self.stderr.count(e) for e in (b"limits reloaded", b"not reloaded"))
 
+    async def logged(self, event: str) -> None:
+        """Wait until the agent's log (its stderr, at the level it was started with) has
+        said ``event``: e.g. ``connected ahead`` (``--log-level debug``), its warm-up done
+        and its connection to the model's server open."""
+        await eventually(lambda: event.encode() in self.stderr, f"the agent logged {event!r}")
+
     def kill(self) -> None:
         """SIGKILL the agent (a crash: it cleans nothing up). What it wrote before dying is
         still in the pipe: :meth:`close` reads it all (a last line the kill cut short is

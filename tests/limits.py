@@ -45,6 +45,11 @@ def limit(seconds: float) -> float:
 WAIT = limit(120)
 #: A whole test (pytest-timeout), set on every test by ``conftest.py``.
 TEST = limit(600)
+#: A configuration file giving the agent's wait for its MCP servers at a first prompt
+#: (``limits.mcp-start-timeout``, 10 s by default) the room of one wait: a server's start
+#: (an SDK imported, a process spawned) is a fact the prompt waits for, not a bound on
+#: this machine's speed.
+MCP_START = f"[limits]\nmcp-start-timeout = {WAIT}\n"
 #: Poll interval of :func:`eventually` (it bounds latency, never correctness).
 _POLL = 0.01
 

@@ -164,6 +164,10 @@ class Fault:
     waits: tuple[str, ...] = ()
     """How long each announced retry waits, as announced."""
     limits: dict[str, float] = field(default_factory=dict)
+    warm: bool = False
+    """The prompt waits for the agent's warm-up (the SDK imported, the connection to the
+    server open ahead): a small first-event-timeout then bounds a warm agent's request,
+    not an import or a connection."""
     late: bool = False
     """The ``limits`` are reloaded once the server has seen the ``requests``: a bound on
     the whole turn must not depend on how long this machine takes to get there (importing
@@ -203,12 +207,12 @@ FAULTS = [
     Fault("stall before the response headers", lambda v: [Hang(), Hang()],
           code=-32603, requests=2, retries=1,
           says=("No answer from", "{url}", "within 0.5 s (limits.first-event-timeout)"),
-          limits={"first-event-timeout": 0.5, "max-retries": 1}),
+          limits={"first-event-timeout": 0.5, "max-retries": 1}, warm=True),
     Fault("keep-alives only, before any content", lambda v: [
         Reply([], keepalive_after=lead(v), done=False)] * 2,
         code=-32603, requests=2, retries=1,
         says=("No answer from", "{url}", "within 0.5 s (limits.first-event-timeout)"),
-        limits={"first-event-timeout": 0.5, "max-retries": 1}),
+        limits={"first-event-timeout": 0.5, "max-retries": 1}, warm=True),
     Fault("stall mid-stream", lambda v: [
         Reply([Text("partial "), Text("never")], hang_after=upto_first_text(v))],
         code=-32603, says=("stalled for 0.5 s (limits.idle-timeout)", "{url}"),
@@ -257,7 +261,7 @@ def make_agent(checker: SchemaChecker, state_dir: str, vendor: str, server: Fake
     return AgentProcess(
         checker, "--state-dir", state_dir, "--model", f"{vendor}:{MODEL[vendor]}",
         "--base-url", base_url(vendor, server), "--mode", mode, "--config", config,
-        "--log-level", "info", env={KEY[vendor]: "test-key"},
+        "--log-level", "debug", env={KEY[vendor]: "test-key"},
     )  # fmt: skip
 
 
@@ -317,6 +321,8 @@ async def test_fault(checker: SchemaChecker, state_dir: str, workspace: str, tmp
         async with make_agent(checker, state_dir, vendor, server, config) as agent:
             await agent.initialize(NOTICES if fault.notices else {})
             sid = await agent.new_session(workspace)
+            if fault.warm:
+                await agent.logged("connected ahead")
             before = len(server.requests)
             server.enqueue(*script)
             turn = agent.start_request("session/prompt", prompt_params(sid, "go"))
