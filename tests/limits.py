@@ -45,6 +45,9 @@ def limit(seconds: float) -> float:
 WAIT = limit(120)
 #: A whole test (pytest-timeout), set on every test by ``conftest.py``.
 TEST = limit(600)
+#: A whole scenario another program drives (the interop clients, each step within
+#: :data:`WAIT`): it ends before the test's own limit, so its report is what one reads.
+SCENARIO = TEST - limit(60)
 #: A configuration file giving the agent's wait for its MCP servers at a first prompt
 #: (``limits.mcp-start-timeout``, 10 s by default) the room of one wait: a server's start
 #: (an SDK imported, a process spawned) is a fact the prompt waits for, not a bound on

@@ -575,6 +575,8 @@ class EditorTerminals:
         self.calls.append("output")
         tid = p["terminalId"]
         proc = self.procs[tid]
+        if proc.returncode is not None:  # exited: all of its output, read to the end
+            await asyncio.wait_for(self.readers[tid], WAIT)
         result: dict[str, Any] = {
             "output": self.buffers[tid].decode(errors="replace"),
             "truncated": False,

@@ -132,7 +132,7 @@ async def test_a_turn_waits_for_the_warm_up_off_the_event_loop(state_dir: str) -
     release = threading.Event()
     config = from_mapping({"model": "offline", "state-dir": state_dir})
     def importing() -> None:
-        release.wait(30)
+        release.wait(WAIT)
 
     runtime = Runtime(config, cast(ClientProxy, None), importing)
     runtime.warm_up()

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from ..harness import agent_env
-from ..limits import WAIT, limit
+from ..limits import SCENARIO, WAIT, limit
 from ..schema_check import SchemaChecker
 from .test_ts_sdk import _require_client, replay_raw_log
 
 CLIENT = Path(__file__).resolve().parent / "ts_subagents.mjs"
-RUN_TIMEOUT = limit(90)  # the whole scenario; each step is bounded by WAIT
+RUN_TIMEOUT = SCENARIO
 
 
 def test_ts_sdk_subagents(checker: SchemaChecker, tmp_path: Path, state_dir: str) -> None:

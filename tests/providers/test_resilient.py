@@ -138,7 +138,7 @@ async def test_the_consumers_own_time_does_not_count_as_idle(
 async def test_an_outside_cancel_is_a_cancel_not_a_timeout() -> None:
     gate = Gate()
     provider = ScriptedProvider([gate])
-    resilient, heard = wrap(provider, first_event_timeout=30)
+    resilient, heard = wrap(provider, first_event_timeout=3600)
     task = asyncio.create_task(drain(resilient.stream(REQUEST)))
     await gate.reached.wait()
     task.cancel()
