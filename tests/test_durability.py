@@ -110,7 +110,9 @@ async def test_sigkill_loses_at_most_flush_chars_of_a_reply(
 ) -> None:
     """Kill -9 while a long reply streams, after the client saw ``after`` characters;
     the stored session replays all but at most FLUSH_CHARS of what the client received
-    (everything the agent wrote before it died: the pipe read to its end)."""
+    (everything the agent wrote before it died: the pipe read to its end). The store may
+    also be ahead: what the pipe had not taken yet from a slow client (the writer's
+    backlog) dies with the process, what the store wrote does not; the two agree."""
     steps: list[Any] = []
     for i in range(2_000):
         steps += [{"text": f"word{i:04d} "}, {"sleep": 0.002}]
@@ -130,7 +132,8 @@ async def test_sigkill_loses_at_most_flush_chars_of_a_reply(
         _, replayed = await load(again, sid, workspace)
         saved = "".join(u["content"]["text"] for u in replayed
                         if u["sessionUpdate"] == "agent_message_chunk")  # fmt: skip
-        assert seen.startswith(saved)
+        common = min(len(seen), len(saved))
+        assert seen[:common] == saved[:common]  # one is the beginning of the other
         assert len(seen) - len(saved) <= FLUSH_CHARS
 
 

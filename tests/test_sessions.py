@@ -379,6 +379,8 @@ class TestCrashes:
                 "session/prompt", {"sessionId": sid, "prompt": [text_block("sleep")]}
             )
             await eventually(pid_file.exists, "the command runs")
+            await eventually(lambda: b'"tool_call"' in log_path(state_dir, sid).read_bytes(),
+                             "the call is in the session log")  # its writer's own pace
             first.kill()
             os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # the agent could not
         async with make([[{"text": "ok"}]]) as second:

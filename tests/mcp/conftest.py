@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from acp_agent.protocol import types as t
@@ -19,6 +20,16 @@ from acp_agent.tools.base import ToolContext
 from ..limits import WAIT, eventually
 
 SERVERS = Path(__file__).parent / "servers"
+
+
+@pytest.fixture(autouse=True)
+def discovery_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's client gives a server 10 s to answer its ``server/discover`` probe, then
+    falls back to the ``initialize`` handshake (and re-probes once the server turns out to
+    be modern). A server starting on a busy machine (its SDK imported under coverage) can
+    take longer: in this process the probe waits as long as any wait, so the era the tests
+    see does not depend on the machine's speed (agent processes keep the SDK's 10 s)."""
+    monkeypatch.setattr("mcp.client.session.DISCOVER_TIMEOUT_SECONDS", WAIT)
 DEMO = str(SERVERS / "demo.py")
 LIVE = str(SERVERS / "live.py")
 

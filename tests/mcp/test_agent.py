@@ -153,7 +153,9 @@ async def test_mcp_over_acp(
         assert add["status"] == "completed"
         assert fresh["status"] == "completed" and "I am fresh" in json.dumps(fresh)
         methods = [r["method"] for r in bridge.requests]
-        assert methods[:2] == ["server/discover", "subscriptions/listen"]
+        # the modern era: probed first, list changes on a listen stream (an agent whose
+        # probe timed out on a slow start re-probes once the server says it is modern)
+        assert methods[0] == "server/discover" and "subscriptions/listen" in methods
         assert {"tools/list", "prompts/list", "tools/call"} <= set(methods)
         assert len({r["requestId"] for r in bridge.requests}) == len(bridge.requests)
         assert agent.updates_of(sid, "notice") == []
