@@ -58,4 +58,3 @@ def reload(rt: Runtime, load: Callable[[], Config]) -> None:
         if getattr(limits, name) != getattr(old.limits, name)
     }
     log.info("limits reloaded", **changed)
-

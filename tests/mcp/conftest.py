@@ -23,13 +23,15 @@ SERVERS = Path(__file__).parent / "servers"
 
 
 @pytest.fixture(autouse=True)
-def discovery_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SDK's client gives a server 10 s to answer its ``server/discover`` probe, then
+def roomy_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounds on a server's speed get the room of a wait in this process (agent processes
+    keep theirs): the SDK gives a server 10 s to answer its ``server/discover`` probe, then
     falls back to the ``initialize`` handshake (and re-probes once the server turns out to
-    be modern). A server starting on a busy machine (its SDK imported under coverage) can
-    take longer: in this process the probe waits as long as any wait, so the era the tests
-    see does not depend on the machine's speed (agent processes keep the SDK's 10 s)."""
+    be modern), and a call waits 10 s at most for the lists its server said changed
+    (``_server.REFRESH_WAIT``). A server on a busy machine (its SDK imported under
+    coverage) can take longer; what the tests see must not depend on that."""
     monkeypatch.setattr("mcp.client.session.DISCOVER_TIMEOUT_SECONDS", WAIT)
+    monkeypatch.setattr("acp_agent.mcp._server.REFRESH_WAIT", WAIT)
 DEMO = str(SERVERS / "demo.py")
 LIVE = str(SERVERS / "live.py")
 

@@ -80,7 +80,10 @@ async def test_list_changes_reach_the_offer(era: str, tmp_path: Path) -> None:
 
 
 async def test_list_changes_over_streamable_http(tmp_path: Path) -> None:
-    """The same over streamable HTTP (the listen stream is a long-lived POST)."""
+    """The same over streamable HTTP (the listen stream is a long-lived POST). The change
+    and the call's answer come on two HTTP streams, in no order one can rely on: the call
+    may return before the change is read (``_server``: only an answer read after the
+    notification waits for the new list), so the test waits for the change itself."""
     from .servers.live import build_server
 
     cwd = str(tmp_path)
@@ -92,7 +95,8 @@ async def test_list_changes_over_streamable_http(tmp_path: Path) -> None:
         try:
             await hub.wait_ready(WAIT)
             await run(hub, "mcp__web__add_tool", cwd, name="fresh")
-            assert "mcp__web__fresh" in tool_names(hub) and rec.changes == 2
+            await rec.until(lambda: rec.changes == 2)
+            assert "mcp__web__fresh" in tool_names(hub)
             assert (await run(hub, "mcp__web__fresh", cwd)).text == "I am fresh"
             assert rec.problems == []
         finally:
