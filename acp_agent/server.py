@@ -29,9 +29,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .agent import Agent
 from .client import ClientProxy
 from .config import Config
+from .handlers.agent import Agent
 from .protocol import UNSET
 from .protocol import types as t
 from .rpc.connection import Connection, Route
@@ -44,25 +44,25 @@ WARM_GRACE = 0.1
 #: What ``session/new`` needs (imported at once), then what every first prompt needs,
 #: whatever the model (after the first session response, with the model's SDK).
 SESSION_MODULES = (
-    "acp_agent.lifecycle",  # the handlers (agent.py imports them at the first request)
-    "acp_agent.catalog",
-    "acp_agent.options",
-    "acp_agent.prompting",
-    "acp_agent.endpoints",
-    "acp_agent.session",
-    "acp_agent.store",
-    "acp_agent.sessionindex",
-    "acp_agent.instructions",
-    "acp_agent.commands",
+    "acp_agent.handlers.lifecycle",  # the handlers (agent.py imports them at the first request)
+    "acp_agent.handlers.catalog",
+    "acp_agent.handlers.options",
+    "acp_agent.handlers.prompting",
+    "acp_agent.handlers.endpoints",
+    "acp_agent.sessions.session",
+    "acp_agent.sessions.store",
+    "acp_agent.sessions.sessionindex",
+    "acp_agent.engine.instructions",
+    "acp_agent.handlers.commands",
 )
 WARM_MODULES = (
-    "acp_agent.turn",
-    "acp_agent.toolcall",
+    "acp_agent.engine.turn",
+    "acp_agent.engine.toolcall",
     "acp_agent.tools",
-    "acp_agent.subagents",
-    "acp_agent.compaction",
-    "acp_agent.context",
-    "acp_agent.childenv",
+    "acp_agent.engine.subagents",
+    "acp_agent.engine.compaction",
+    "acp_agent.engine.context",
+    "acp_agent.engine.childenv",
     "acp_agent.providers.resilient",
 )
 
@@ -200,12 +200,12 @@ async def serve(
     reload: Callable[[], Config] | None = None,
 ) -> None:
     """Serve stdio until stdin closes; with ``reload`` (the configuration read again),
-    ``SIGHUP`` applies its ``[limits]`` (see ``acp_agent.reload``)."""
+    ``SIGHUP`` applies its ``[limits]`` (see ``acp_agent.handlers.reload``)."""
     reader, writer = await open_stdio(config.limits.max_message_bytes)
     connection = Connection(reader, writer)
     agent = wire(config, connection, initialized=initialized)
     if reload is not None:
-        from .reload import on_hangup
+        from .handlers.reload import on_hangup
 
         on_hangup(agent.rt, reload)
     try:

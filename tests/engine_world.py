@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 from acp_agent.conversation import TextPart, ToolResultMessage, UserMessage
+from acp_agent.engine.permissions import Rules
+from acp_agent.engine.turn import TurnContext, TurnLimits, run_turn
 from acp_agent.errors import ProviderError, ToolError
-from acp_agent.permissions import Rules
 from acp_agent.protocol import types as t
 from acp_agent.providers.models import ModelInfo
 from acp_agent.providers.resilient import Resilient, RetryPolicy
-from acp_agent.session import Session
+from acp_agent.sessions.session import Session
 from acp_agent.tools import (
     Arguments,
     BuiltinTool,
@@ -26,7 +27,6 @@ from acp_agent.tools import (
     Toolset,
     builtin_tools,
 )
-from acp_agent.turn import TurnContext, TurnLimits, run_turn
 
 from .fakes.provider import Gate, ScriptedProvider, text
 from .tools.fake_client import FakeClient

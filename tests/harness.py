@@ -286,7 +286,7 @@ class AgentProcess:
         ]
 
     async def hangup(self) -> None:
-        """SIGHUP: the agent reads its configuration again (``acp_agent.reload``); returns
+        """SIGHUP: the agent reads its configuration again (``acp_agent.handlers.reload``); returns
         once it has applied the limits (it says so in its log: run it with ``--log-level
         info``), or failed to (the log says why)."""
         assert self.proc is not None, "agent not started"

@@ -14,9 +14,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, cast
 
-from acp_agent.agent import Agent
 from acp_agent.client import ClientProxy
 from acp_agent.config import Config
+from acp_agent.handlers.agent import Agent
 from acp_agent.rpc.connection import Connection, Route
 from acp_agent.rpc.framing import LineReader, LineSink, LineSource, MemoryPipe, Oversized
 

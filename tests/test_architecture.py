@@ -71,7 +71,7 @@ def imports(module: str, *, import_time: bool) -> set[str]:
 def test_modules_stay_small() -> None:
     sizes = {m: len(p.read_text().splitlines()) for m, p in MODULES.items()}
     assert {m: n for m, n in sizes.items() if n > 500 and m not in GENERATED} == {}
-    assert sizes["acp_agent.agent"] <= 300
+    assert sizes["acp_agent.handlers.agent"] <= 300
 
 
 def test_no_import_time_cycles() -> None:
@@ -109,11 +109,11 @@ def _under(module: str, prefixes: tuple[str, ...]) -> bool:
     ("acp_agent.tools", ("acp_agent.tools", "acp_agent.conversation", "acp_agent.errors",
                          "acp_agent.log", "acp_agent.protocol", "acp_agent.client",
                          "acp_agent.rpc")),
-    ("acp_agent.store", ("acp_agent.records", "acp_agent.diskwriter", "acp_agent.sessionlog",
+    ("acp_agent.sessions.store", ("acp_agent.sessions.records", "acp_agent.sessions.diskwriter", "acp_agent.sessions.sessionlog",
                          "acp_agent.protocol", "acp_agent.conversation", "acp_agent.log")),
-    ("acp_agent.sessionlog", ("acp_agent.records", "acp_agent.diskwriter", "acp_agent.store",
+    ("acp_agent.sessions.sessionlog", ("acp_agent.sessions.records", "acp_agent.sessions.diskwriter", "acp_agent.sessions.store",
                               "acp_agent.protocol", "acp_agent.conversation", "acp_agent.log")),
-    ("acp_agent.records", ("acp_agent.protocol", "acp_agent.conversation", "acp_agent.log")),
+    ("acp_agent.sessions.records", ("acp_agent.protocol", "acp_agent.conversation", "acp_agent.log")),
 ])
 def test_layer_boundaries(layer: str, allowed: tuple[str, ...]) -> None:
     """Providers know nothing of ACP, tools nothing of providers, the store nothing of
@@ -135,12 +135,12 @@ def test_the_way_to_initialize_stays_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.split()  # fmt: skip
     heavy = [m for m in out if _under(m, (
-        "acp_agent.session", "acp_agent.store", "acp_agent.sessionlog", "acp_agent.replay",
-        "acp_agent.transcript",
-        "acp_agent.turn",
-        "acp_agent.toolcall", "acp_agent.tools", "acp_agent.subagents", "acp_agent.mcp",
-        "acp_agent.lifecycle", "acp_agent.catalog", "acp_agent.prompting", "acp_agent.options",
-        "acp_agent.endpoints", "acp_agent.permissions", "acp_agent.conversation",
+        "acp_agent.sessions.session", "acp_agent.sessions.store", "acp_agent.sessions.sessionlog", "acp_agent.sessions.replay",
+        "acp_agent.sessions.transcript",
+        "acp_agent.engine.turn",
+        "acp_agent.engine.toolcall", "acp_agent.tools", "acp_agent.engine.subagents", "acp_agent.mcp",
+        "acp_agent.handlers.lifecycle", "acp_agent.handlers.catalog", "acp_agent.handlers.prompting", "acp_agent.handlers.options",
+        "acp_agent.handlers.endpoints", "acp_agent.engine.permissions", "acp_agent.conversation",
         "acp_agent.providers._openai", "acp_agent.providers._anthropic",
         "acp_agent.providers._offline", "acp_agent.providers.resilient",
     ))]

@@ -13,12 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from acp_agent.catalog import TITLE_LIMIT, normalized_title
 from acp_agent.errors import InvalidParams
-from acp_agent.records import Archived, ClientTitle, Meta, Prompt, TurnEnd, meta_of, now_iso
-from acp_agent.replay import restore
-from acp_agent.sessionindex import SessionIndex
-from acp_agent.store import ArchiveFilter, Store
+from acp_agent.handlers.catalog import TITLE_LIMIT, normalized_title
+from acp_agent.sessions.records import (
+    Archived,
+    ClientTitle,
+    Meta,
+    Prompt,
+    TurnEnd,
+    meta_of,
+    now_iso,
+)
+from acp_agent.sessions.replay import restore
+from acp_agent.sessions.sessionindex import SessionIndex
+from acp_agent.sessions.store import ArchiveFilter, Store
 
 from .test_session_index import every_page, indexed
 from .test_session_store import header

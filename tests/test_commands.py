@@ -6,7 +6,7 @@ from pathlib import Path
 
 import msgspec
 
-from acp_agent.commands import available_commands, load_prompt_commands, parse_invocation
+from acp_agent.handlers.commands import available_commands, load_prompt_commands, parse_invocation
 
 from .schema_check import validate_def
 

@@ -4,15 +4,6 @@ history."""
 
 from __future__ import annotations
 
-from acp_agent.compaction import (
-    ACK,
-    compacted_history,
-    cut_points,
-    fit,
-    request_in_progress,
-    split_point,
-    summary_request,
-)
 from acp_agent.conversation import (
     AssistantMessage,
     Message,
@@ -22,6 +13,15 @@ from acp_agent.conversation import (
     ToolSpec,
     UserMessage,
     estimate_tokens,
+)
+from acp_agent.engine.compaction import (
+    ACK,
+    compacted_history,
+    cut_points,
+    fit,
+    request_in_progress,
+    split_point,
+    summary_request,
 )
 from acp_agent.providers.base import ModelRequest
 

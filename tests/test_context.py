@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from acp_agent.context import KEEP_RECENT, MIN_CHARS, prunable, prune
 from acp_agent.conversation import (
     AssistantMessage,
     Message,
@@ -13,11 +12,12 @@ from acp_agent.conversation import (
     ToolResultMessage,
     UserMessage,
 )
+from acp_agent.engine.context import KEEP_RECENT, MIN_CHARS, prunable, prune
 from acp_agent.protocol import types as t
-from acp_agent.records import Header
-from acp_agent.replay import restore
-from acp_agent.session import Session
-from acp_agent.store import Store
+from acp_agent.sessions.records import Header
+from acp_agent.sessions.replay import restore
+from acp_agent.sessions.session import Session
+from acp_agent.sessions.store import Store
 
 
 def exchange(i: int, size: int) -> list[Message]:
@@ -74,7 +74,7 @@ def test_stubs_are_recorded_and_come_back_with_the_session(tmp_path: Path) -> No
     store = Store(str(tmp_path))
     session = session_with([MIN_CHARS * 10] * (KEEP_RECENT + 2))  # ~20 k tokens
     session.log = store.create(Header(id="sess_ctx", cwd="/w", created_at="2026-01-01"))
-    from acp_agent.records import AddMessage
+    from acp_agent.sessions.records import AddMessage
 
     session.log.extend([AddMessage(message=m) for m in session.history])
     assert prune(session, window=10_000, prune_at=0.5) == 2

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from acp_agent import log
-from acp_agent.records import Header, Settings, now_iso
-from acp_agent.store import Store
+from acp_agent.sessions.records import Header, Settings, now_iso
+from acp_agent.sessions.store import Store
 
 
 def _fd_of(path: str) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from acp_agent.store import FLUSH_CHARS
+from acp_agent.sessions.store import FLUSH_CHARS
 
 from .harness import AgentProcess
 from .schema_check import SchemaChecker

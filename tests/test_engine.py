@@ -1,5 +1,5 @@
 """The turn engine in-process: a scripted provider, the recording fake editor, one
-:class:`~acp_agent.turn.TurnContext`. Every stop reason, a cancel at each await point,
+:class:`~acp_agent.engine.turn.TurnContext`. Every stop reason, a cancel at each await point,
 and every way a tool call can fail; after each, the next turn's request must be one the
 real APIs accept (``tests.fakes.provider.check_history``)."""
 
@@ -223,7 +223,7 @@ class TestRequests:
         ctx = world.context()
         ctx.model = msgspec.structs.replace(INFO, supports_thinking=True)
         from acp_agent.conversation import TextPart, UserMessage
-        from acp_agent.turn import run_turn
+        from acp_agent.engine.turn import run_turn
 
         await run_turn(ctx, UserMessage([TextPart("again")]))
         again: str = world.provider.requests[-1].thinking

@@ -348,8 +348,8 @@ class Methods:
         }
 
     def methods(self) -> list[str]:
-        from acp_agent.agent import Agent
         from acp_agent.client import ClientProxy
+        from acp_agent.handlers.agent import Agent
         from acp_agent.rpc.connection import Connection
         from acp_agent.rpc.framing import LineReader, MemoryPipe
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from acp_agent.instructions import MAX_INSTRUCTIONS_CHARS, builtin, system_prompt
-from acp_agent.session import Session
+from acp_agent.engine.instructions import MAX_INSTRUCTIONS_CHARS, builtin, system_prompt
+from acp_agent.sessions.session import Session
 from acp_agent.tools import builtin_tools
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, ToolCall

@@ -12,13 +12,23 @@ from typing import Literal
 
 import pytest
 
-from acp_agent import log, records
+from acp_agent import log
 from acp_agent.protocol import UNSET
 from acp_agent.protocol import types as t
-from acp_agent.records import ChildUpdate, Header, Prompt, Record, TurnEnd, Update, encode, parse
-from acp_agent.replay import scan
-from acp_agent.store import Store
-from acp_agent.transcript import (
+from acp_agent.sessions import records
+from acp_agent.sessions.records import (
+    ChildUpdate,
+    Header,
+    Prompt,
+    Record,
+    TurnEnd,
+    Update,
+    encode,
+    parse,
+)
+from acp_agent.sessions.replay import scan
+from acp_agent.sessions.store import Store
+from acp_agent.sessions.transcript import (
     Pair,
     Uses,
     load_batches,

@@ -231,7 +231,7 @@ class TestLazyImports:
         """initialize and session/new never import openai/anthropic on the reply path."""
         code = (
             "import sys, asyncio\n"
-            "from acp_agent.agent import Agent\n"
+            "from acp_agent.handlers.agent import Agent\n"
             "from acp_agent import config\n"
             "import acp_agent.server, acp_agent.cli\n"
             "assert 'openai' not in sys.modules and 'anthropic' not in sys.modules, "

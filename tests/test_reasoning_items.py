@@ -22,7 +22,7 @@ from acp_agent.providers.base import (
     ToolCallReady,
     UsageReport,
 )
-from acp_agent.records import AddMessage, encode, parse
+from acp_agent.sessions.records import AddMessage, encode, parse
 
 from .engine_world import World
 from .fakes.llm_server import FakeLLMServer, Finish, Reasoning, Reply, Text, ToolCall, Usage

@@ -1,4 +1,4 @@
-"""Reloading the limits (``acp_agent.reload``, SIGHUP): what changes, what does not, and
+"""Reloading the limits (``acp_agent.handlers.reload``, SIGHUP): what changes, what does not, and
 a configuration that cannot be read. Through the agent process, the provider fault tests
 use it (``test_provider_faults.reload``): a turn already running is bounded again."""
 
@@ -12,8 +12,8 @@ import pytest
 from acp_agent import log
 from acp_agent.client import ClientProxy
 from acp_agent.config import Config, ConfigError, from_mapping
-from acp_agent.reload import reload
-from acp_agent.runtime import Runtime
+from acp_agent.handlers.reload import reload
+from acp_agent.handlers.runtime import Runtime
 
 
 def runtime(state_dir: str, **limits: float) -> Runtime:

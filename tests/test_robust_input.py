@@ -350,9 +350,9 @@ class TestBeforeInitialize:
 
     async def test_routes_cover_every_request(self) -> None:
         """The list above is every routed request (so none slips past the check)."""
-        from acp_agent.agent import Agent
         from acp_agent.client import ClientProxy
         from acp_agent.config import Config
+        from acp_agent.handlers.agent import Agent
         from acp_agent.rpc.connection import Connection
         from acp_agent.rpc.framing import LineReader, MemoryPipe
 

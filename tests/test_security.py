@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from acp_agent.childenv import child_environ
 from acp_agent.config import from_mapping
+from acp_agent.engine.childenv import child_environ
+from acp_agent.engine.permissions import Rules, Scope
 from acp_agent.errors import RemoteError, ToolError
-from acp_agent.permissions import Rules, Scope
 from acp_agent.protocol import types as t
 from acp_agent.tools.files import WriteFile
 from acp_agent.tools.search import Grep

@@ -254,8 +254,8 @@ class TestArchive:
 
     async def test_pages_with_the_filter(self, make: Make, state_dir: str) -> None:
         """The filter applies before pagination: every page full, cursors carry on."""
-        from acp_agent.records import Archived, Header
-        from acp_agent.store import Store
+        from acp_agent.sessions.records import Archived, Header
+        from acp_agent.sessions.store import Store
 
         store = Store(state_dir)
         for i in range(160):

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from acp_agent.records import Meta, encode_meta, now_iso
-from acp_agent.sessionindex import SessionIndex
-from acp_agent.store import ArchiveFilter, Store
+from acp_agent.sessions.records import Meta, encode_meta, now_iso
+from acp_agent.sessions.sessionindex import SessionIndex
+from acp_agent.sessions.store import ArchiveFilter, Store
 
 from .harness import ROOT
 from .limits import WAIT
@@ -176,9 +176,9 @@ def test_deleted_sessions_leave_the_index(state_dir: str) -> None:
 
 WRITER = """
 import sys
-from acp_agent.records import Header, now_iso
-from acp_agent.sessionindex import SessionIndex
-from acp_agent.store import Store
+from acp_agent.sessions.records import Header, now_iso
+from acp_agent.sessions.sessionindex import SessionIndex
+from acp_agent.sessions.store import Store
 
 state, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = Store(state, index=SessionIndex(state))

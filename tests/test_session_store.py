@@ -21,7 +21,7 @@ from acp_agent.conversation import (
 )
 from acp_agent.protocol import UNSET
 from acp_agent.protocol import types as t
-from acp_agent.records import (
+from acp_agent.sessions.records import (
     AddMessage,
     Header,
     Prompt,
@@ -35,10 +35,10 @@ from acp_agent.records import (
     now_iso,
     parse,
 )
-from acp_agent.replay import INTERRUPTED, restore
-from acp_agent.session import Session, make_title
-from acp_agent.store import FLUSH_CHARS, Store, valid_id
-from acp_agent.transcript import transcript
+from acp_agent.sessions.replay import INTERRUPTED, restore
+from acp_agent.sessions.session import Session, make_title
+from acp_agent.sessions.store import FLUSH_CHARS, Store, valid_id
+from acp_agent.sessions.transcript import transcript
 
 from .limits import eventually
 

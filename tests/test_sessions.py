@@ -476,8 +476,8 @@ class TestList:
     async def test_pagination_newest_first_with_a_cwd_filter(
         self, make: Make, state_dir: str
     ) -> None:
-        from acp_agent.records import Header
-        from acp_agent.store import Store
+        from acp_agent.sessions.records import Header
+        from acp_agent.sessions.store import Store
 
         store = Store(state_dir)
         for i in range(300):

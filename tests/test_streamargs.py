@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from acp_agent.engine.streamargs import LiveCall, StreamedArguments
 from acp_agent.protocol import types as t
-from acp_agent.streamargs import LiveCall, StreamedArguments
 from acp_agent.tools import builtin_tools
 from acp_agent.tools.base import ToolContext
 

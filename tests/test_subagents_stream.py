@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from acp_agent.childstream import ChildLog, split
+from acp_agent.engine.childstream import ChildLog, split
 from acp_agent.protocol import types as t
-from acp_agent.records import ChildUpdate, Prompt, Record, TurnEnd, Update
-from acp_agent.transcript import transcripts
+from acp_agent.sessions.records import ChildUpdate, Prompt, Record, TurnEnd, Update
+from acp_agent.sessions.transcript import transcripts
 
 from .harness import AgentProcess, ResponseError
 from .limits import WAIT
@@ -278,7 +278,7 @@ class _Log:
 
 def test_child_log_coalesces_chunks() -> None:
     """Consecutive text chunks of one message: one record; usage and notices: none."""
-    from acp_agent.session import Session
+    from acp_agent.sessions.session import Session
 
     async def emit(sid: str, update: t.SessionUpdate) -> None:
         return None

@@ -19,10 +19,10 @@ import pytest
 
 from acp_agent.client import ClientProxy
 from acp_agent.config import from_mapping
+from acp_agent.handlers.runtime import Runtime
 from acp_agent.providers._anthropic import AnthropicProvider
 from acp_agent.providers._openai import OpenAIProvider
 from acp_agent.providers._responses import ResponsesProvider
-from acp_agent.runtime import Runtime
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text
 from .harness import ROOT, AgentProcess

@@ -26,7 +26,7 @@ MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1"}
 
 
 def overhead() -> dict[str, float]:
-    from acp_agent.instructions import builtin
+    from acp_agent.engine.instructions import builtin
     from acp_agent.tools import builtin_tools
 
     specs = builtin_tools().specs()

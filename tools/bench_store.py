@@ -33,7 +33,15 @@ def build_sessions(state: str, n: int) -> None:
     header, settings, a prompt and its end; two thirds with a meta file, the rest never
     prompted (listed from their log). ``PROJECTS`` projects (``/work/p0``...)."""
     from acp_agent.protocol import types as t
-    from acp_agent.records import Header, Meta, Prompt, Settings, TurnEnd, encode, encode_meta
+    from acp_agent.sessions.records import (
+        Header,
+        Meta,
+        Prompt,
+        Settings,
+        TurnEnd,
+        encode,
+        encode_meta,
+    )
 
     sessions = os.path.join(state, "sessions")
     os.makedirs(sessions, mode=0o700, exist_ok=True)
@@ -60,7 +68,7 @@ def build_sessions(state: str, n: int) -> None:
 
 def index_from_scratch(state: str) -> float:
     """Seconds to build the index from the files alone (what a first list does)."""
-    from acp_agent.sessionindex import SessionIndex
+    from acp_agent.sessions.sessionindex import SessionIndex
 
     t0 = time.perf_counter()
     SessionIndex(state).page(None, None, 1)
@@ -69,7 +77,7 @@ def index_from_scratch(state: str) -> float:
 
 def scan_page_ms(state: str) -> float:
     """One page as the store lists without an index (in this process, a fresh store)."""
-    from acp_agent.store import Store
+    from acp_agent.sessions.store import Store
 
     t0 = time.perf_counter()
     Store(state).page()
@@ -157,7 +165,7 @@ async def _load(launch: Any, state: str, sid: str, cwd: str, rss: Any) -> tuple[
 async def bench_load(
     runs: int, tmp: str, launch: Any, before: Any, median: Any, rss: Any, turns: int
 ) -> dict[str, Any]:
-    from acp_agent.store import Store
+    from acp_agent.sessions.store import Store
     from tests.test_session_store import build_session
 
     state = os.path.join(tmp, f"load-{turns}")

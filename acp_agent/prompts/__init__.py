@@ -1,1 +1,1 @@
-"""The texts the model is told (see ``acp_agent.instructions``)."""
+"""The texts the model is told (see ``acp_agent.engine.instructions``)."""

@@ -14,9 +14,9 @@ import pytest
 import pytest_asyncio
 
 from acp_agent.conversation import ImagePart
+from acp_agent.engine.permissions import decide
 from acp_agent.errors import ToolError
 from acp_agent.mcp import McpHub, PromptError
-from acp_agent.permissions import decide
 from acp_agent.protocol import types as t
 
 from ..limits import WAIT, eventually

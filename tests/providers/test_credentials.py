@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_agent.childenv import child_environ
 from acp_agent.config import from_mapping
+from acp_agent.engine.childenv import child_environ
 from acp_agent.providers import credentials, missing_key
 from acp_agent.providers.credentials import CredentialsError
 from acp_agent.providers.registry import HEADERS, STORED, endpoint, key_source

@@ -16,12 +16,12 @@ import pytest_asyncio
 from acp_agent.client import ClientProxy
 from acp_agent.config import from_mapping
 from acp_agent.conversation import TextPart, ToolSpec, UserMessage
+from acp_agent.handlers.runtime import Runtime
 from acp_agent.providers import make_provider
 from acp_agent.providers._limits import fit_output
 from acp_agent.providers._openai import OpenAIProvider
 from acp_agent.providers.base import ModelRequest
 from acp_agent.providers.models import ServerLimits, model_info, with_server_limits
-from acp_agent.runtime import Runtime
 
 from ..fakes.llm_server import FakeLLMServer, Finish, Hang, HttpError, Reply, Text, Usage
 from ..harness import AgentProcess

@@ -9,9 +9,9 @@ import msgspec
 import pytest
 
 from acp_agent.config import from_mapping
+from acp_agent.handlers.runtime import Runtime
 from acp_agent.providers.base import UsageReport
 from acp_agent.providers.models import _TABLE, cost, model_info
-from acp_agent.runtime import Runtime
 
 
 def test_reads_writes_fresh_input_and_output_each_at_their_price() -> None:

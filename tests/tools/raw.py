@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from acp_agent.permissions import Scope, scope_of
+from acp_agent.engine.permissions import Scope, scope_of
 from acp_agent.protocol import types as t
 from acp_agent.tools.base import CallInfo, Tool, ToolContext, ToolOutput
 

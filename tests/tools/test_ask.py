@@ -16,9 +16,9 @@ import msgspec
 import pytest
 
 from acp_agent.client import ClientProxy, elicitation_modes
+from acp_agent.engine.subagents import SpawnAgentArgs
 from acp_agent.errors import MethodNotFound, RemoteError, ToolError
 from acp_agent.protocol import types as t
-from acp_agent.subagents import SpawnAgentArgs
 from acp_agent.tools.ask import AskUser
 from acp_agent.tools.base import json_schema
 

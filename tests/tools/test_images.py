@@ -13,9 +13,9 @@ import msgspec
 import pytest
 
 from acp_agent.conversation import ImagePart, TextPart, UserMessage
+from acp_agent.engine.turn import run_turn
 from acp_agent.tools import files, images
 from acp_agent.tools.files import ReadFile
-from acp_agent.turn import run_turn
 
 from ..engine_world import World
 from ..fakes.provider import calls, text

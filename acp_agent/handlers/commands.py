@@ -21,12 +21,12 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from .protocol import UNSET
-from .protocol import types as t
+from ..protocol import UNSET
+from ..protocol import types as t
 
 if TYPE_CHECKING:
+    from ..sessions.session import Session
     from .runtime import Runtime
-    from .session import Session
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
@@ -144,8 +144,8 @@ async def dispatch(
 ) -> t.PromptResponse | list[t.ContentBlock]:
     """Handle a leading ``/command``: a built-in answers by itself (a response) or changes
     what the model sees; a prompt command expands. Other prompts pass as they are."""
+    from ..engine.permissions import MODE_IDS
     from .options import switch_mode, switch_model
-    from .permissions import MODE_IDS
 
     first = blocks[0] if blocks else None
     invocation = parse_invocation(first.text.strip()) if isinstance(first, t.TextContent) else None
@@ -177,7 +177,7 @@ async def dispatch(
         await session.say(f"Model: **{session.model}** (available: {', '.join(rt.models)}).")
         return done
     if name == "compact":
-        from .compaction import compact_session
+        from ..engine.compaction import compact_session
 
         await compact_session(rt, session, rest or None, keep_tokens=0)
         return done
@@ -185,7 +185,7 @@ async def dispatch(
     if command is not None:
         return [t.TextContent(text=command.expand(rest)), *tail]
     if session.mcp is not None and any(p.name == name for p in session.mcp.prompts()):
-        from .mcp import PromptError
+        from ..mcp import PromptError
 
         try:
             return [*await session.mcp.get_prompt(name, rest), *tail]

@@ -22,9 +22,9 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from .conversation import Message
-from .protocol import UNSET
-from .protocol import types as t
+from ..conversation import Message
+from ..protocol import UNSET
+from ..protocol import types as t
 from .records import (
     AddMessage,
     Instructions,
@@ -43,11 +43,11 @@ from .replay import State
 from .store import SessionLog
 
 if TYPE_CHECKING:
-    from .commands import PromptCommand
-    from .instructions import ClientPrompt
-    from .mcp import McpHub
-    from .providers.base import UsageReport
-    from .providers.models import ModelInfo
+    from ..engine.instructions import ClientPrompt
+    from ..handlers.commands import PromptCommand
+    from ..mcp import McpHub
+    from ..providers.base import UsageReport
+    from ..providers.models import ModelInfo
 
 Emit = Callable[[str, t.SessionUpdate], Awaitable[None]]
 
@@ -82,7 +82,7 @@ class Usage:
 
     def add_spent(self, usage: UsageReport, info: ModelInfo | None) -> None:
         """Count a request's tokens and price into the totals (not the context)."""
-        from .providers.models import cost
+        from ..providers.models import cost
 
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
@@ -161,7 +161,7 @@ class Session:
         if state.cwd:
             self.stored_roots = (state.cwd, list(state.additional_directories))
         if state.instructions is not None:
-            from .instructions import ClientPrompt
+            from ..engine.instructions import ClientPrompt
 
             self.client_prompt = ClientPrompt(state.instructions.mode, state.instructions.text)
         self._tool_ids = itertools.count(state.next_tool_id)
@@ -249,7 +249,7 @@ class Session:
 
     def stub_results(self, call_ids: list[str]) -> None:
         """Replace those tool results by stubs (see ``context``)."""
-        from .context import apply_stubs
+        from ..engine.context import apply_stubs
 
         self.history = apply_stubs(self.history, set(call_ids))
         if self.log is not None:

@@ -27,11 +27,11 @@ import asyncio
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from . import log
-from .config import Config
-from .errors import AuthRequired, InternalError, InvalidParams
-from .protocol import UNSET
-from .protocol import types as t
+from .. import log
+from ..config import Config
+from ..errors import AuthRequired, InternalError, InvalidParams
+from ..protocol import UNSET
+from ..protocol import types as t
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -53,7 +53,7 @@ def auth_methods(config: Config, capabilities: t.ClientCapabilities) -> list[t.A
 
 def auth_method(config: Config) -> t.AuthMethodAgent:
     """The method, its description telling the client which key the model needs."""
-    from .providers import missing_key, spec
+    from ..providers import missing_key, spec
 
     family = spec(config.provider)
     if not family.key_envs:
@@ -73,7 +73,7 @@ def auth_method(config: Config) -> t.AuthMethodAgent:
 
 
 def terminal_method(config: Config) -> t.AuthMethodTerminal:
-    from .providers import spec
+    from ..providers import spec
 
     family = spec(config.provider)
     whose = f"your {family.title}" if family.key_envs else "a provider's"
@@ -87,7 +87,7 @@ def terminal_method(config: Config) -> t.AuthMethodTerminal:
 
 
 def require_key(config: Config) -> None:
-    from .providers import missing_key
+    from ..providers import missing_key
 
     needed = missing_key(config)
     if needed is not None:
@@ -112,7 +112,7 @@ def authenticate(config: Config, p: t.AuthenticateRequest) -> t.AuthenticateResp
 
 
 async def logout(rt: Runtime, p: t.LogoutRequest | None = None) -> t.LogoutResponse:
-    from .providers.credentials import CredentialsError, remove
+    from ..providers.credentials import CredentialsError, remove
 
     try:
         removed = await asyncio.to_thread(remove)
@@ -126,7 +126,7 @@ async def logout(rt: Runtime, p: t.LogoutRequest | None = None) -> t.LogoutRespo
 
 def status(config: Config, disabled: Collection[str] = ()) -> t.AuthStatusResponse:
     """The configured model's state; one account per usable provider with a credential."""
-    from .providers.registry import FAMILIES, key_source, missing_key
+    from ..providers.registry import FAMILIES, key_source, missing_key
 
     sources = {f: key_source(config, f) for f in FAMILIES if f not in disabled}
     accounts = [
@@ -145,7 +145,7 @@ def status(config: Config, disabled: Collection[str] = ()) -> t.AuthStatusRespon
 
 def _label(family: str, source: str) -> str:
     """Where a provider's credential comes from, for people (never the credential)."""
-    from .providers.registry import HEADERS, STORED, spec
+    from ..providers.registry import HEADERS, STORED, spec
 
     title = spec(family).title
     if source == HEADERS:

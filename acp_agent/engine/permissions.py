@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import msgspec
 
-from .protocol import types as t
+from ..protocol import types as t
 
 if TYPE_CHECKING:
-    from .tools.base import Access, CallInfo
+    from ..tools.base import Access, CallInfo
 
 Decision: TypeAlias = Literal["allow", "ask", "deny"]
 
@@ -244,7 +244,7 @@ def _locked(path: str) -> Iterator[None]:
 
 def _merge(path: str, key: str, allow: bool) -> None:
     """Add one answer to the file under the project's lock (read, merge, replace)."""
-    from . import log
+    from .. import log
 
     try:
         with _locked(path):

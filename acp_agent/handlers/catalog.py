@@ -4,8 +4,8 @@
 What the client decides about a session as a whole is a record in the session's log
 (``ClientTitle``, ``Archived``) and a field of its meta file and index entry, all stored
 before the response: through the session's own log when it is open here
-(:meth:`SessionLog.amend <acp_agent.sessionlog.SessionLog.amend>`), else with
-:meth:`Store.amend <acp_agent.store.Store.amend>`, which never loads the session. A
+(:meth:`SessionLog.amend <acp_agent.sessions.sessionlog.SessionLog.amend>`), else with
+:meth:`Store.amend <acp_agent.sessions.store.Store.amend>`, which never loads the session. A
 session another agent process has open is refused (-32600): that process owns its log.
 
 * A client's title is normalised (:func:`normalized_title`); once set, the agent never
@@ -28,16 +28,16 @@ import asyncio
 import os
 from typing import TYPE_CHECKING, cast
 
-from .errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
+from ..errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
+from ..protocol import UNSET
+from ..protocol import types as t
 from .lifecycle import check_path, release
-from .protocol import UNSET
-from .protocol import types as t
 
 if TYPE_CHECKING:
-    from .records import Archived, ClientTitle
+    from ..sessions.records import Archived, ClientTitle
+    from ..sessions.session import Session
+    from ..sessions.store import ArchiveFilter
     from .runtime import Runtime
-    from .session import Session
-    from .store import ArchiveFilter
 
 
 TITLE_LIMIT = 200
@@ -97,7 +97,7 @@ def normalized_title(title: str) -> str:
 
 
 async def set_title(rt: Runtime, p: t.SetSessionTitleRequest) -> t.SetSessionTitleResponse:
-    from .records import ClientTitle, now_iso
+    from ..sessions.records import ClientTitle, now_iso
 
     title, at = normalized_title(p.title), now_iso()
     session = await _record(rt, p.session_id, ClientTitle(title=title, at=at))
@@ -118,7 +118,7 @@ async def session_status(rt: Runtime, p: t.SessionStatusRequest) -> t.SessionSta
 
 
 async def archive_session(rt: Runtime, p: t.ArchiveSessionRequest) -> t.ArchiveSessionResponse:
-    from .records import Archived, now_iso
+    from ..sessions.records import Archived, now_iso
 
     session = rt.sessions.get(p.session_id)
     if session is not None and not session.read_only:
@@ -136,7 +136,7 @@ async def archive_session(rt: Runtime, p: t.ArchiveSessionRequest) -> t.ArchiveS
 async def unarchive_session(
     rt: Runtime, p: t.UnarchiveSessionRequest
 ) -> t.UnarchiveSessionResponse:
-    from .records import Archived, now_iso
+    from ..sessions.records import Archived, now_iso
 
     await _record(rt, p.session_id, Archived(archived=False, at=now_iso()))
     return t.UnarchiveSessionResponse()

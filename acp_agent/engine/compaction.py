@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from .conversation import (
+from ..conversation import (
     AssistantMessage,
     Message,
     TextPart,
@@ -28,14 +28,14 @@ from .conversation import (
     UserMessage,
     estimate_tokens,
 )
-from .errors import ProviderContextError, ProviderError, ProviderStreamError
-from .protocol import types as t
-from .providers.base import ModelProvider, ModelRequest, TextDelta, UsageReport
+from ..errors import ProviderContextError, ProviderError, ProviderStreamError
+from ..protocol import types as t
+from ..providers.base import ModelProvider, ModelRequest, TextDelta, UsageReport
 
 if TYPE_CHECKING:
-    from .providers.models import ModelInfo
-    from .runtime import Runtime
-    from .session import Session
+    from ..handlers.runtime import Runtime
+    from ..providers.models import ModelInfo
+    from ..sessions.session import Session
 
 SUMMARY_PROMPT = """\
 Stop working on the task for a moment: the earlier part of this conversation is about to \

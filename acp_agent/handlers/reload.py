@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from . import log
-from .config import Config, ConfigError, Limits
+from .. import log
+from ..config import Config, ConfigError, Limits
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -44,7 +44,7 @@ def reload(rt: Runtime, load: Callable[[], Config]) -> None:
         return
     old = rt.config
     rt.config = msgspec.structs.replace(old, limits=limits)
-    from .providers.registry import FAMILIES, http_timeout
+    from ..providers.registry import FAMILIES, http_timeout
 
     for family in FAMILIES:
         if http_timeout(old, family) != http_timeout(rt.config, family):

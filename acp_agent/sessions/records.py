@@ -23,10 +23,10 @@ from typing import Any, TypeAlias, cast
 
 import msgspec
 
-from . import log
-from .conversation import Message
-from .protocol import UNSET
-from .protocol import types as t
+from .. import log
+from ..conversation import Message
+from ..protocol import UNSET
+from ..protocol import types as t
 
 FORMAT_VERSION = 1
 

@@ -22,10 +22,10 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
-from .protocol import types as t
+from ..protocol import types as t
 
 if TYPE_CHECKING:
-    from .tools.base import Tool, ToolContext
+    from ..tools.base import Tool, ToolContext
 
 _DECODER = json.JSONDecoder()
 _WS = " \t\n\r"

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import log
+from .. import log
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...]] | None
 

@@ -1,6 +1,6 @@
 """From a session log back to a live session: its state (:func:`restore`, or
 :func:`scan`, which also notes what a streamed replay of the same records needs).
-What the user saw is :mod:`acp_agent.transcript`.
+What the user saw is :mod:`acp_agent.sessions.transcript`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from .conversation import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage
-from .protocol import UNSET
-from .protocol import types as t
+from ..conversation import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage
+from ..protocol import UNSET
+from ..protocol import types as t
 from .records import (
     AddMessage,
     ClientTitle,
@@ -123,7 +123,7 @@ def restore(records: Iterable[Record]) -> State:
         elif isinstance(record, Instructions):
             state.instructions = record
         elif isinstance(record, PruneResults):
-            from .context import apply_stubs
+            from ..engine.context import apply_stubs
 
             history[:] = apply_stubs(history, set(record.call_ids))
         elif isinstance(record, TurnEnd):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from .conversation import (
+from ..conversation import (
     AssistantMessage,
     Message,
     TextPart,
@@ -26,7 +26,7 @@ from .conversation import (
 )
 
 if TYPE_CHECKING:
-    from .session import Session
+    from ..sessions.session import Session
 
 #: The newest tool results are kept whole up to this share of the window...
 KEEP_SHARE = 0.25

@@ -3,11 +3,11 @@ the session-directed messages between it and its parent, streamed as chunks.
 
 **Kept.** A child has no log of its own (children are not sessions the client can list,
 load or resume). Every update its stream shows is appended to its top-level session's
-log as a :class:`~acp_agent.records.ChildUpdate` under the child's id, in the order it
+log as a :class:`~acp_agent.sessions.records.ChildUpdate` under the child's id, in the order it
 happened, interleaved with the parent's own records: a grandchild's too (under its own
 id; its announcement is on its parent's, the child's, stream). Consecutive text chunks of
 one message are coalesced into one record (flushed by the child's next update, every
-:data:`~acp_agent.store.FLUSH_CHARS` characters, and when the child goes idle); usage
+:data:`~acp_agent.sessions.store.FLUSH_CHARS` characters, and when the child goes idle); usage
 updates and notices are live only. ``transcript.transcripts`` brings them back.
 
 **Messages.** Each view of a message (outgoing on the sender's transcript, incoming on
@@ -25,12 +25,12 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
-from .client import Client
-from .protocol import UNSET
-from .protocol import types as t
-from .records import ChildUpdate
-from .session import Session
-from .store import FLUSH_CHARS
+from ..client import Client
+from ..protocol import UNSET
+from ..protocol import types as t
+from ..sessions.records import ChildUpdate
+from ..sessions.session import Session
+from ..sessions.store import FLUSH_CHARS
 
 #: The most text one ``session_message_chunk`` carries.
 MESSAGE_CHUNK_CHARS = 2048

@@ -26,12 +26,12 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from . import log
-from .errors import InvalidParams
-from .protocol import types as t
+from .. import log
+from ..errors import InvalidParams
+from ..protocol import types as t
 
 if TYPE_CHECKING:
-    from .providers import ProviderSpec
+    from ..providers import ProviderSpec
     from .runtime import Runtime
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -40,7 +40,7 @@ MAX_URL = 2048
 
 
 async def list_providers(rt: Runtime, p: t.ListProvidersRequest | None) -> t.ListProvidersResponse:
-    from .providers.registry import base_url, spec
+    from ..providers.registry import base_url, spec
 
     out = []
     for family in _listed():
@@ -107,13 +107,13 @@ async def disable_provider(
 
 def _listed() -> list[str]:
     """The families ``providers/*`` know: those served over the network."""
-    from .providers.registry import FAMILIES, spec
+    from ..providers.registry import FAMILIES, spec
 
     return [f for f in FAMILIES if spec(f).remote]
 
 
 def _configurable(provider_id: str) -> ProviderSpec:
-    from .providers.registry import spec
+    from ..providers.registry import spec
 
     listed = _listed()
     if provider_id not in listed:

@@ -23,8 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .context import context_estimate
-from .conversation import (
+from ..conversation import (
     AssistantMessage,
     AssistantPart,
     ReasoningPart,
@@ -34,10 +33,9 @@ from .conversation import (
     ToolCallPart,
     UserMessage,
 )
-from .errors import ProviderContextError, ProviderStreamError
-from .permissions import offered
-from .protocol import types as t
-from .providers.base import (
+from ..errors import ProviderContextError, ProviderStreamError
+from ..protocol import types as t
+from ..providers.base import (
     Finished,
     ModelProvider,
     ModelRequest,
@@ -51,14 +49,16 @@ from .providers.base import (
     ToolCallStarted,
     UsageReport,
 )
-from .providers.models import ModelInfo
+from ..providers.models import ModelInfo
+from .context import context_estimate
+from .permissions import offered
 from .streamargs import LiveCall
 
 if TYPE_CHECKING:
-    from .client import Client
+    from ..client import Client
+    from ..sessions.session import Session
+    from ..tools.base import Toolset
     from .permissions import Rules
-    from .session import Session
-    from .tools.base import Toolset
 
 THINKING_LEVELS = ("off", "low", "medium", "high")
 #: The least an answer is given, however full the context (then the window decides).

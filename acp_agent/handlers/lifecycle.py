@@ -16,28 +16,28 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import log
+from .. import log
+from ..engine.permissions import MODE_IDS
+from ..errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
+from ..protocol import UnsetType
+from ..protocol import types as t
 from .auth import require_key
-from .errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
 from .options import config_options, modes
-from .permissions import MODE_IDS
-from .protocol import UnsetType
-from .protocol import types as t
 
 if TYPE_CHECKING:
-    from .instructions import ClientPrompt
-    from .records import Record
-    from .replay import State
+    from ..engine.instructions import ClientPrompt
+    from ..sessions.records import Record
+    from ..sessions.replay import State
+    from ..sessions.session import Session
+    from ..sessions.store import Snapshot
+    from ..sessions.transcript import Uses
     from .runtime import Runtime
-    from .session import Session
-    from .store import Snapshot
-    from .transcript import Uses
 
     Reading = tuple[Snapshot, Uses]
     """A log to replay: its snapshot, and what a first pass over it learned."""
 
 async def new_session(rt: Runtime, p: t.NewSessionRequest) -> t.NewSessionResponse:
-    from .session import Session, new_session_id
+    from ..sessions.session import Session, new_session_id
 
     require_key(rt.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
@@ -82,8 +82,8 @@ async def _replay(rt: Runtime, session: Session, reading: Reading) -> None:
     """Stream the log's transcript (and its subagents') to the client: read and
     materialized in a worker thread a batch at a time (a second pass over the snapshot),
     the next batch while this one is sent."""
-    from .records import bulk
-    from .transcript import Pair, load_batches
+    from ..sessions.records import bulk
+    from ..sessions.transcript import Pair, load_batches
 
     snapshot, uses = reading
     caps = rt.client.capabilities
@@ -124,9 +124,9 @@ async def resume_session(rt: Runtime, p: t.ResumeSessionRequest) -> t.ResumeSess
 
 
 async def fork_session(rt: Runtime, p: t.ForkSessionRequest) -> t.ForkSessionResponse:
-    from .records import Archived, Header, Roots
-    from .replay import restore
-    from .session import new_session_id
+    from ..sessions.records import Archived, Header, Roots
+    from ..sessions.replay import restore
+    from ..sessions.session import new_session_id
 
     require_key(rt.config)
     cwd, directories = roots(p.cwd, p.additional_directories)
@@ -179,7 +179,7 @@ async def release(rt: Runtime, session: Session) -> None:
 
 async def take_over(rt: Runtime, session: Session) -> None:
     """Prompting a session loaded read-only: own it now if its owner let it go."""
-    from .replay import restore
+    from ..sessions.replay import restore
 
     try:
         opened = await asyncio.to_thread(rt.store.open_reading, session.id, restore)
@@ -201,7 +201,7 @@ async def take_over(rt: Runtime, session: Session) -> None:
 def client_prompt(value: t.SystemPrompt | UnsetType | None) -> ClientPrompt | None:
     """A lifecycle request's ``systemPrompt``, checked before anything is created:
     ``append`` and ``override`` of text blocks; anything else is -32602."""
-    from .instructions import ClientPrompt
+    from ..engine.instructions import ClientPrompt
 
     if value is None or isinstance(value, UnsetType):
         return None
@@ -252,7 +252,7 @@ async def _store_new(
     rt: Runtime, session: Session, body: Sequence[Record] = (), **header: Any
 ) -> None:
     """Create the session's log: a header, ``body`` (a fork's copy) and the settings."""
-    from .records import Header, now_iso
+    from ..sessions.records import Header, now_iso
 
     head = Header(
         id=session.id,
@@ -274,7 +274,7 @@ async def _open(
 ) -> tuple[Session, Reading | None]:
     """The session, in memory (brought back from the store if need be), with the given
     roots; and, if ``read``, its log to replay (the caller closes it)."""
-    from .replay import scan
+    from ..sessions.replay import scan
 
     session = rt.sessions.get(session_id)
     if session is not None and not session.read_only:
@@ -307,7 +307,7 @@ async def _open(
 
 def _reread(rt: Runtime, session_id: str) -> Reading:
     """The log of a session open here, to replay (a worker thread: the first pass)."""
-    from .transcript import Uses
+    from ..sessions.transcript import Uses
 
     snapshot = rt.store.take_snapshot(session_id)
     uses = Uses()
@@ -325,7 +325,7 @@ def _restored(
 ) -> Session:
     """A session brought back from a log's state (load, resume, fork). A mode or model
     this configuration no longer offers falls back, with a notice."""
-    from .session import Session
+    from ..sessions.session import Session
 
     session = Session(
         id=session_id,
@@ -378,7 +378,7 @@ def attach(rt: Runtime, session: Session, servers: Sequence[t.McpServerAny] | Un
         rt.background(session.mcp.aclose())
         session.mcp = None
     if servers:
-        from .mcp import McpHub
+        from ..mcp import McpHub
 
         async def problem(severity: str, title: str, description: str | None) -> None:
             await rt.notify(session, severity, title, description, fallback=True)

@@ -26,8 +26,8 @@ from typing import Any, cast
 
 import msgspec
 
-from .protocol import UNSET, UnsetType
-from .protocol import types as t
+from ..protocol import UNSET, UnsetType
+from ..protocol import types as t
 from .records import ChildUpdate, ClientTitle, Prompt, Record, TurnEnd, Update
 
 INTERRUPTED = "The agent stopped before this tool call finished."
@@ -325,7 +325,7 @@ def _compaction_message(update: t.SessionUpdate) -> list[t.SessionUpdate]:
 
 
 def _classic_plan(update: t.SessionUpdate) -> list[t.SessionUpdate]:
-    from .tools.plan import checklist_of
+    from ..tools.plan import checklist_of
 
     if isinstance(update, t.PlanRemoved):
         return [t.Plan(entries=[])]

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import msgspec
 
+from ..protocol import UNSET
+from ..protocol import types as t
 from .diskwriter import LogFile
-from .protocol import UNSET
-from .protocol import types as t
 from .records import Meta, MetaFold, Record, Update, encode
 
 if TYPE_CHECKING:
@@ -39,10 +39,10 @@ class SessionLog:
     """The open, owned (``flock``-ed) log of one session, as the event loop sees it.
 
     Every write, ``fsync`` and index update is handed to the store's
-    :class:`~acp_agent.diskwriter.DiskWriter` thread and never blocks the caller.
+    :class:`~acp_agent.sessions.diskwriter.DiskWriter` thread and never blocks the caller.
     Errors writing are logged, never raised: a full disk must not break the
     conversation. What was not written waits in memory and goes out once writing works
-    again (:class:`~acp_agent.diskwriter.LogFile`); :meth:`watch` hears of both.
+    again (:class:`~acp_agent.sessions.diskwriter.LogFile`); :meth:`watch` hears of both.
     """
 
     def __init__(self, store: Store, fd: int | None, meta: Meta, path: str | None = None) -> None:

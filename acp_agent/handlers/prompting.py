@@ -2,7 +2,7 @@
 
 A prompt is checked, queued behind the session's running turn (first come, first
 served), recorded, offered to the slash commands, then run by the turn engine in a
-:class:`~acp_agent.turn.TurnContext` the runtime builds. ``session/cancel`` (or
+:class:`~acp_agent.engine.turn.TurnContext` the runtime builds. ``session/cancel`` (or
 ``$/cancel_request``) cancels the running turn and every queued one; each answers
 ``cancelled``, never an error. Provider failures become JSON-RPC errors here, and only
 here, with the provider's message (the endpoint, the cause).
@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from . import log
-from .conversation import ImagePart, TextPart, UserMessage, UserPart
-from .errors import (
+from .. import log
+from ..conversation import ImagePart, TextPart, UserMessage, UserPart
+from ..errors import (
     AcpError,
     AuthRequired,
     InternalError,
@@ -29,11 +29,11 @@ from .errors import (
     ProviderAuthError,
     ProviderError,
 )
-from .protocol import types as t
+from ..protocol import types as t
 
 if TYPE_CHECKING:
+    from ..sessions.session import Session
     from .runtime import Runtime
-    from .session import Session
 
 TURN_TIMEOUT = "limits.turn-timeout"
 
@@ -82,10 +82,10 @@ def cancel_prompt(rt: Runtime, p: t.PromptRequest, task: asyncio.Task[None]) -> 
 
 
 async def _run(rt: Runtime, session: Session, blocks: list[t.ContentBlock]) -> t.PromptResponse:
+    from ..engine.turn import run_turn
+    from ..sessions.replay import prompt_text
+    from ..sessions.session import make_title
     from .commands import dispatch
-    from .replay import prompt_text
-    from .session import make_title
-    from .turn import run_turn
 
     info = rt.model_info_for(session.model)
     session.record_prompt(blocks, prompt_text(blocks))

@@ -21,9 +21,9 @@ still list and read (replay) it, but :meth:`Store.open` hands them no writer.
 Listing reads an index (:mod:`.sessionindex`, given by the runtime) when the store has
 one: it is told of every change here (a log created, a meta file replaced, a session
 deleted) and rebuilt from the directory whenever it may be wrong. Reading streams: a log
-is decoded a block at a time (:func:`~acp_agent.records.read_records`), never whole.
+is decoded a block at a time (:func:`~acp_agent.sessions.records.read_records`), never whole.
 
-An open session writes through its :class:`~acp_agent.sessionlog.SessionLog` (chunks
+An open session writes through its :class:`~acp_agent.sessions.sessionlog.SessionLog` (chunks
 coalesced, see there). A session no process has open is changed by :meth:`Store.amend`
 (one record appended, ``fsync``-ed, and its meta file replaced, before it returns):
 ``session/set_title``, ``archive``, ``unarchive``.

@@ -1,6 +1,6 @@
 """Subagents: the ``spawn_agent`` tool runs a child session to its answer.
 
-A child is a :class:`~acp_agent.session.Session` of its own (history, tool-call and
+A child is a :class:`~acp_agent.sessions.session.Session` of its own (history, tool-call and
 message ids) whose ``parent`` is the spawning session. It runs one turn on the same
 turn engine, model and mode as its parent, in a task of its own, and its final answer
 becomes the tool's result. Any other end (a provider error, a limit, a refusal, a
@@ -45,15 +45,15 @@ from typing import Annotated, Any, Protocol, TypeVar
 import msgspec
 from msgspec import Meta
 
-from . import log
+from .. import log
+from ..client import Client
+from ..conversation import AssistantMessage, TextPart, UserMessage
+from ..errors import InvalidParams, ProviderAuthError, ProviderError, ToolError
+from ..protocol import UNSET, UnsetType
+from ..protocol import types as t
+from ..sessions.session import Session, new_session_id
+from ..tools.base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 from .childstream import ChildLog, send_message
-from .client import Client
-from .conversation import AssistantMessage, TextPart, UserMessage
-from .errors import InvalidParams, ProviderAuthError, ProviderError, ToolError
-from .protocol import UNSET, UnsetType
-from .protocol import types as t
-from .session import Session, new_session_id
-from .tools.base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 from .turn import TurnContext, run_turn
 
 #: How deep subagents nest: a child may spawn, a grandchild may not.

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .errors import InvalidParams
-from .permissions import MODE_IDS, MODES
-from .protocol import UNSET
-from .protocol import types as t
+from ..engine.permissions import MODE_IDS, MODES
+from ..errors import InvalidParams
+from ..protocol import UNSET
+from ..protocol import types as t
 
 if TYPE_CHECKING:
+    from ..sessions.session import Session
     from .runtime import Runtime
-    from .session import Session
 
 THINKING = ("off", "low", "medium", "high")
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from .config import Config
+from ..config import Config
 
 SECRET_SUFFIXES = ("_API_KEY", "_AUTH_TOKEN")
 
 
 def secret_names(config: Config) -> set[str]:
     """The variables that hold the agent's model credentials."""
-    from .providers.registry import FAMILIES, spec
+    from ..providers.registry import FAMILIES, spec
 
     names: set[str] = set()
     for family in FAMILIES:
@@ -31,7 +31,7 @@ def secret_names(config: Config) -> set[str]:
 
 
 def child_environ(config: Config, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    from .providers.credentials import secrets
+    from ..providers.credentials import secrets
 
     secret = secret_names(config)
     stored = secrets(environ)

@@ -14,16 +14,16 @@ import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from . import log
-from .conversation import TextPart, ToolCallPart, ToolResultMessage
-from .errors import RemoteError, ToolError
+from .. import log
+from ..conversation import TextPart, ToolCallPart, ToolResultMessage
+from ..errors import RemoteError, ToolError
+from ..protocol import UNSET
+from ..protocol import types as t
+from ..tools.base import CallInfo, Tool, ToolContext
 from .permissions import ALLOW_ALWAYS, ALLOW_ONCE, decide, permission_options, scope_of
-from .protocol import UNSET
-from .protocol import types as t
-from .tools.base import CallInfo, Tool, ToolContext
 
 if TYPE_CHECKING:
-    from .session import Session
+    from ..sessions.session import Session
     from .turn import PendingCall, TurnContext
 
 CANCELLED = "Cancelled by the user."

@@ -19,24 +19,24 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from . import log
-from .client import ClientProxy
-from .config import Config, default_state_dir
-from .errors import ProviderError, SessionNotFound
-from .protocol import UNSET
-from .protocol import types as t
+from .. import log
+from ..client import ClientProxy
+from ..config import Config, default_state_dir
+from ..errors import ProviderError, SessionNotFound
+from ..protocol import UNSET
+from ..protocol import types as t
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .permissions import Rules
-    from .providers.base import ModelProvider
-    from .providers.models import ModelInfo, ServerLimits
-    from .providers.resilient import Resilient, RetryPolicy
-    from .session import Session
-    from .store import Store
-    from .subagents import Subagents
-    from .tools import Toolset
-    from .turn import TurnContext
+    from ..client import Client
+    from ..engine.permissions import Rules
+    from ..engine.subagents import Subagents
+    from ..engine.turn import TurnContext
+    from ..providers.base import ModelProvider
+    from ..providers.models import ModelInfo, ServerLimits
+    from ..providers.resilient import Resilient, RetryPolicy
+    from ..sessions.session import Session
+    from ..sessions.store import Store
+    from ..tools import Toolset
 
 
 SHOW_WAIT_AFTER = 2.0
@@ -100,8 +100,8 @@ class Runtime:
         if self._store is None:
             with self._store_lock:
                 if self._store is None:
-                    from .sessionindex import SessionIndex
-                    from .store import Store
+                    from ..sessions.sessionindex import SessionIndex
+                    from ..sessions.store import Store
 
                     state_dir = self.config.state_dir or default_state_dir()
                     self._store = Store(state_dir, index=SessionIndex(state_dir))
@@ -110,7 +110,7 @@ class Runtime:
     def _ready_store(self) -> None:
         """The store and its index open (a worker thread): ``session/new`` does not wait
         for the database."""
-        from .sessionindex import SessionIndex
+        from ..sessions.sessionindex import SessionIndex
 
         index = self.store.index
         if isinstance(index, SessionIndex):
@@ -119,7 +119,7 @@ class Runtime:
     @property
     def subagents(self) -> Subagents:
         if self._subagents is None:
-            from .subagents import Subagents
+            from ..engine.subagents import Subagents
 
             self._subagents = Subagents(self.client, self.turn_context, self.sessions)
         return self._subagents
@@ -146,7 +146,7 @@ class Runtime:
     def provider_for(self, model: str) -> ModelProvider:
         provider = self._providers.get(model)
         if provider is None:
-            from .providers import make_provider, spec
+            from ..providers import make_provider, spec
 
             family = model.partition(":")[0]
             if family in self.disabled:
@@ -168,13 +168,13 @@ class Runtime:
     def model_info_for(self, model: str) -> ModelInfo:
         """The table's facts, within what the model's server said (once asked: see
         :meth:`learn_limits`), with the configuration's override on top."""
-        from .providers import spec
+        from ..providers import spec
 
         family, _, name = model.partition(":")
         info = spec(family).model_info(name)
         limits = self._server_limits.get(model)
         if limits is not None:
-            from .providers.models import with_server_limits
+            from ..providers.models import with_server_limits
 
             info = with_server_limits(info, limits)
         overrides = self.config.model_overrides
@@ -204,7 +204,7 @@ class Runtime:
         """Ask the model's server for its limits, once per model (a compatible server's
         window; the vendors' own APIs are not asked). Before the model's first turn, never
         on the way to ``initialize``; bounded by the provider's short discovery timeout."""
-        from .providers.models import ReportsLimits
+        from ..providers.models import ReportsLimits
 
         if model in self._server_limits:
             return
@@ -217,7 +217,7 @@ class Runtime:
 
     async def rules_for(self, session: Session) -> Rules:
         """The project's remembered "always" answers (shared by its sessions, persisted)."""
-        from .permissions import Rules
+        from ..engine.permissions import Rules
 
         root = session.root
         rules = self._rules.get(root.cwd)
@@ -234,9 +234,9 @@ class Runtime:
         """The built-in tools and the session's MCP tools (which of them the model is
         offered depends on the mode: ``permissions.offered``); ``ask_user`` only for a
         client that takes form elicitations. MCP tools follow the servers' changes."""
-        from .client import elicitation_modes
-        from .tools import Toolset, builtin_tools
-        from .tools.ask import NAME as ASK_USER
+        from ..client import elicitation_modes
+        from ..tools import Toolset, builtin_tools
+        from ..tools.ask import NAME as ASK_USER
 
         if self._tools is None:  # after initialize: the client's capabilities are known
             tools = builtin_tools(self.subagents.tool).tools()
@@ -250,7 +250,7 @@ class Runtime:
     @functools.cached_property
     def child_env(self) -> dict[str, str]:
         """The environment of commands run for the model: ours without the secrets."""
-        from .childenv import child_environ
+        from ..engine.childenv import child_environ
 
         return child_environ(self.config)
 
@@ -258,7 +258,7 @@ class Runtime:
 
     @property
     def retry_policy(self) -> RetryPolicy:
-        from .providers.resilient import RetryPolicy
+        from ..providers.resilient import RetryPolicy
 
         limits = self.config.limits
         return RetryPolicy(
@@ -272,7 +272,7 @@ class Runtime:
         """The session's model behind the resilience policy. Every retry is announced with
         a notice; a client without notices is told of waits of ``SHOW_WAIT_AFTER`` seconds
         or more by an agent message, so nobody waits on a rate limit in silence."""
-        from .providers.resilient import Resilient
+        from ..providers.resilient import Resilient
 
         policy = self.retry_policy
 
@@ -294,11 +294,11 @@ class Runtime:
         """Everything a turn of ``session`` needs (``client``: the editor as this
         session sees it; a subagent's view differs)."""
         await self.warmed()  # first: the imports below may be the warm-up's, half done
-        from .compaction import make_room, maybe_compact
-        from .context import frame_tokens, prune
-        from .conversation import TextPart, UserMessage
-        from .instructions import mode_note, system_prompt
-        from .turn import TurnContext, TurnLimits
+        from ..conversation import TextPart, UserMessage
+        from ..engine.compaction import make_room, maybe_compact
+        from ..engine.context import frame_tokens, prune
+        from ..engine.instructions import mode_note, system_prompt
+        from ..engine.turn import TurnContext, TurnLimits
 
         async def notify(severity: str, title: str, description: str | None) -> None:
             await self.notify(session, severity, title, description)
@@ -424,7 +424,7 @@ class Runtime:
         repository), its project's permission rules and the tools; and, unless the
         family's ``connect-ahead`` is off, the connection to the model's server opened
         (a compatible server is asked its limits on the way)."""
-        from .instructions import system_prompt
+        from ..engine.instructions import system_prompt
 
         await self.warmed(turn=False)
         if self.sessions.get(session.id) is not session:

@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from . import __version__, auth
-from .client import ClientProxy
-from .config import Config
-from .errors import InvalidRequest
-from .protocol import UNSET
-from .protocol import types as t
-from .rpc.connection import Route
+from .. import __version__
+from ..client import ClientProxy
+from ..config import Config
+from ..errors import InvalidRequest
+from ..protocol import UNSET
+from ..protocol import types as t
+from ..rpc.connection import Route
+from . import auth
 from .runtime import Runtime
 
 if TYPE_CHECKING:
@@ -218,7 +219,7 @@ class Agent:
 
     async def mcp_message(self, p: t.MessageMcpNotification) -> None:
         """From an editor-provided MCP server (``"type": "acp"``), about one of our requests."""
-        from .mcp import deliver
+        from ..mcp import deliver
 
         deliver(p)
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from . import log
+from .. import log
 from .records import Meta, decode_meta, encode_meta, meta_of, read_records
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .session import Session
+    from ..sessions.session import Session
 
 MAX_INSTRUCTIONS_CHARS = 16_000
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
