@@ -34,6 +34,7 @@ from typing import Any
 from .client import ClientProxy
 from .config import Config
 from .handlers.agent import Agent
+from .handlers.reload import on_signal
 from .protocol import UNSET
 from .protocol import types as t
 from .rpc.connection import Connection, Route
@@ -192,11 +193,13 @@ async def serve(
     config: Config,
     initialized: Callable[[], None] | None = None,
     stop_signals: Iterable[signal.Signals] = (),
+    reload: Callable[[], Config] | None = None,
 ) -> None:
     """Serve the client on stdin/stdout until stdin ends, or one of ``stop_signals``
     comes: then as at the end of stdin, every turn is cancelled (their commands' process
     groups killed), MCP servers and terminals stopped, sessions flushed, and the output
-    written whole."""
+    written whole. With ``reload`` (the configuration read again), ``SIGUSR1`` applies its
+    ``[limits]`` (``handlers.reload``)."""
     reader, writer = await open_stdio(config.limits.max_message_bytes)
     connection = Connection(reader, writer)
     agent = wire(config, connection, initialized=initialized)
@@ -204,6 +207,8 @@ async def serve(
     stops = list(stop_signals)
     for sig in stops:
         loop.add_signal_handler(sig, reader.stop)
+    if reload is not None:
+        on_signal(agent.models, agent.turn_deadlines, reload)
     try:
         await connection.serve()
     finally:

@@ -13,13 +13,14 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .limits import WAIT
+from .limits import WAIT, eventually
 from .schema_check import SchemaChecker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +72,10 @@ def agent_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class AgentProcess:
+    PROGRAM: tuple[str, ...] = ("-m", "acp_agent")
+    """What the interpreter runs, before ``args`` (the agent; a test of the harness itself
+    may run a stand-in)."""
+
     def __init__(
         self,
         checker: SchemaChecker,
@@ -96,13 +101,14 @@ class AgentProcess:
         self._stderr_task: asyncio.Task[None] | None = None
         self._answering: set[asyncio.Task[None]] = set()
         self.stderr = b""
+        self.killed = False
+        """Set by :meth:`kill`: the agent may have died in the middle of a line."""
 
     async def start(self) -> AgentProcess:
         assert self.proc is None, "agent already started"
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "acp_agent",
+            *self.PROGRAM,
             *self.args,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -132,8 +138,9 @@ class AgentProcess:
             line = await self.proc.stdout.readline()
             if not line:
                 break
-            if not line.endswith(b"\n"):
-                self.checker._fail(f"stdout line without newline terminator: {line[:200]!r}")
+            cut = not line.endswith(b"\n")  # then it is the last one: the output ended
+            if cut and self.checker.unterminated(line, killed=self.killed):
+                continue
             message = self.checker.check_line(line)
             if message is None:
                 continue
@@ -278,9 +285,30 @@ class AgentProcess:
             and (kind is None or u["update"]["sessionUpdate"] == kind)
         ]
 
-    def kill(self) -> None:
-        """SIGKILL the agent (a crash: it cleans nothing up)."""
+    async def reload(self) -> None:
+        """SIGUSR1: the agent reads its configuration again (``handlers.reload``); returns
+        once it has applied the limits (it says so in its log: run it with ``--log-level
+        info``), or failed to (the log says why)."""
         assert self.proc is not None, "agent not started"
+        said = self._reloads()
+        self.proc.send_signal(signal.SIGUSR1)
+        await eventually(lambda: self._reloads() > said, "the agent reloaded its limits")
+
+    def _reloads(self) -> int:
+        return sum(self.stderr.count(e) for e in (b"limits reloaded", b"not reloaded"))
+
+    async def logged(self, event: str) -> None:
+        """Wait until the agent's log (its stderr, at the level it was started with) has
+        said ``event``: e.g. ``connected ahead`` (``--log-level debug``), its warm-up done
+        and its connection to the model's server open."""
+        await eventually(lambda: event.encode() in self.stderr, f"the agent logged {event!r}")
+
+    def kill(self) -> None:
+        """SIGKILL the agent (a crash: it cleans nothing up). What it wrote before dying is
+        still in the pipe: :meth:`close` reads it all (a last line the kill cut short is
+        not a message; see :meth:`SchemaChecker.unterminated`)."""
+        assert self.proc is not None, "agent not started"
+        self.killed = True
         self.proc.kill()
 
     async def close(self, timeout: float = WAIT) -> int | None:
@@ -304,16 +332,6 @@ class AgentProcess:
             task.cancel()
         await asyncio.gather(*self._answering, return_exceptions=True)
         return self.proc.returncode
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Wait for a fact outside the wire (a file, a process) to become true."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise TimeoutError(f"still false after {timeout} s: {predicate}")
-        await asyncio.sleep(0.01)
 
 
 def allow_first_option(params: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,13 @@ notifications against theirs (``SessionNotification``), results against the resp
 definition of the request they answer, and errors against ``Error``. The checker must
 see the client's requests too (``observe_inbound``) to know which method a response
 answers.
+
+Only complete lines are messages. An agent killed with SIGKILL (a crash the test makes)
+may die between the ``write`` calls of one batch of lines, so the output can end in a
+line cut short: that fragment is not a message the agent sent and is not checked
+(:meth:`SchemaChecker.unterminated`); every complete line before it still is. An output
+that ends without a newline in any other case (the agent exited by itself) is a
+violation.
 """
 
 from __future__ import annotations
@@ -116,6 +123,8 @@ class SchemaChecker:
     def __init__(self) -> None:
         self.failures: list[str] = []
         self.checked = 0
+        self.cut: list[bytes] = []
+        """Last lines cut short by a kill (see :meth:`unterminated`): not messages."""
         self._inbound_methods: dict[Any, str] = {}
         self._lock = threading.Lock()
 
@@ -124,6 +133,16 @@ class SchemaChecker:
         if isinstance(message, dict) and "method" in message and "id" in message:
             with self._lock:
                 self._inbound_methods[_freeze(message["id"])] = message["method"]
+
+    def unterminated(self, line: bytes, *, killed: bool) -> bool:
+        """The output ended in ``line``, without its newline. After a kill the test made,
+        it is a line the kill cut short: kept in :attr:`cut`, not checked (``True``).
+        Otherwise it is a violation, and the line is still checked (``False``)."""
+        if killed:
+            self.cut.append(line)
+            return True
+        self._fail(f"stdout line without newline terminator: {line[:200]!r}")
+        return False
 
     def check_line(self, line: bytes | str) -> dict[str, Any] | None:
         """Check one raw stdout line; returns the parsed message (or None if not JSON)."""

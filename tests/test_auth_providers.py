@@ -15,6 +15,7 @@ import pytest
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, Usage
 from .harness import AgentProcess, agent_env
+from .limits import WAIT
 from .schema_check import SchemaChecker
 
 SECRET = "sk-stored-SENTINEL-5f3a"
@@ -41,7 +42,7 @@ def login(cfg: Path, provider: str, key: str = SECRET) -> None:
     """What the user does in the terminal the editor opened (its scripted form)."""
     done = subprocess.run(
         [sys.executable, "-m", "acp_agent", "login", "--provider", provider, "--key-from-stdin",
-         "--store", "file"], input=key + "\n", text=True, capture_output=True, timeout=30,
+         "--store", "file"], input=key + "\n", text=True, capture_output=True, timeout=WAIT,
         env=agent_env({"XDG_CONFIG_HOME": str(cfg)}))  # fmt: skip
     assert done.returncode == 0, done.stderr
 
@@ -195,7 +196,7 @@ async def test_a_key_in_the_system_keyring_signs_the_agent_in(
     done = subprocess.run(
         [sys.executable, "-m", "acp_agent", "login", "--provider", "anthropic",
          "--key-from-stdin", "--store", "keyring"], input=SECRET + "\n", text=True,
-        capture_output=True, timeout=30, env=agent_env(env))  # fmt: skip
+        capture_output=True, timeout=WAIT, env=agent_env(env))  # fmt: skip
     assert done.returncode == 0 and "the system keyring" in done.stderr, done.stderr
     assert json.loads(ring.read_text()) == {"acp-agent/anthropic": SECRET}
     assert SECRET not in (cfg / "acp-agent/credentials/keys.json").read_text()

@@ -179,7 +179,7 @@ def test_the_example_configuration_is_valid() -> None:
 
 def test_plain_acp_agent_imports_neither_rich_nor_the_human_mode() -> None:
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "acp_agent"], input="",
-                            capture_output=True, text=True, env=agent_env(), timeout=60)
+                            capture_output=True, text=True, env=agent_env(), timeout=WAIT)
     names = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
              if line.startswith("import time:")}
     assert "acp_agent.cli" in names and "acp_agent.server" in names

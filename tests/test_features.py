@@ -16,7 +16,7 @@ import pytest
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text, Usage
 from .harness import AgentProcess, ResponseError, select_kind
-from .limits import WAIT
+from .limits import MCP_START, WAIT
 from .procs import gone
 from .schema_check import SchemaChecker
 
@@ -25,9 +25,6 @@ DEMO_MCP = str(ROOT / "tests/mcp/servers/demo.py")
 DRAFT_CAPS: dict[str, Any] = {"session": {"notices": {}, "compaction": {}}, "plan": {}}
 # MCP servers start in a second or so, or in many on a busy machine: the first prompt
 # waits for them (a timer of the agent, set here to the tests' wait limit).
-MCP_START = f"[limits]\nmcp-start-timeout = {WAIT}\n"
-
-
 def _agent(checker: SchemaChecker, state_dir: str, tmp_path: Path,
            script: list[Any] | None = None, config: str = "",
            *args: str) -> AgentProcess:
@@ -408,7 +405,7 @@ class TestMcp:
         cases: list[tuple[dict[str, Any], str]] = [({"session": {"notices": {}}}, "notice"),
                                                    ({}, "agent_message_chunk")]
         for caps, kind in cases:
-            agent = _agent(checker, state_dir, tmp_path, [[{"text": "still here"}]])
+            agent = _agent(checker, state_dir, tmp_path, [[{"text": "still here"}]], MCP_START)
             async with agent:
                 await agent.initialize(caps)
                 result = await agent.request(
@@ -585,6 +582,8 @@ class EditorTerminals:
         self.calls.append("output")
         tid = p["terminalId"]
         proc = self.procs[tid]
+        if proc.returncode is not None:  # exited: all of its output, read to the end
+            await asyncio.wait_for(self.readers[tid], WAIT)
         result: dict[str, Any] = {
             "output": self.buffers[tid].decode(errors="replace"),
             "truncated": False,

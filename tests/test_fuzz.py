@@ -141,7 +141,7 @@ class Driver:
             rid = want.request_id
             await client.wait_for(lambda: any(
                 "method" not in m and _key(m.get("id")) == _key(rid)
-                for m in client.messages[before:]), timeout=30)
+                for m in client.messages[before:]))
         got = [m for m in client.messages[before:] if "method" not in m and m is not probe]
         assert want.lo <= len(got) <= want.hi, (chunks[0][:300], got)
         for m in got:

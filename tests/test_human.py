@@ -30,6 +30,8 @@ from acp_agent.protocol import types as t
 from acp_agent.rpc.connection import Connection, ConnectionClosed, Route
 from acp_agent.rpc.framing import LineReader, MemoryPipe, open_child
 
+from .limits import WAIT
+
 # --------------------------------------------------------------------------- renderer
 
 
@@ -340,7 +342,7 @@ class Pair:
         return await self.client.new_session("/w")
 
     async def close(self) -> None:
-        await asyncio.wait_for(self.client.close(), 5)
+        await asyncio.wait_for(self.client.close(), WAIT)
         await self.serving
         self.typist.close()
 
@@ -479,7 +481,7 @@ async def test_ctrl_c_or_ctrl_d_at_a_question_rejects_and_cancels(how: str) -> N
     else:
         os.close(typist.write_fd)
         typist.write_fd = os.open(os.devnull, os.O_WRONLY)
-    assert (await asyncio.wait_for(prompting, 5)).stop_reason == "cancelled"
+    assert (await asyncio.wait_for(prompting, WAIT)).stop_reason == "cancelled"
     await pair.close()
     assert outcomes == [t.CancelledRequestPermissionOutcome()]
     assert pair.asked_to_cancel == 1 and pair.client.eof == (how == "ctrl-d")
@@ -506,7 +508,7 @@ async def test_a_withdrawn_question_leaves_the_keyboard_to_the_next_reader() -> 
     assert result.stop_reason == "cancelled" and results == ["withdrawn"]
     assert "(the question was withdrawn)" in pair.view.notes
     typist.type("next prompt\n")
-    assert await asyncio.wait_for(typist.keyboard.readline(), 5) == "next prompt\n"
+    assert await asyncio.wait_for(typist.keyboard.readline(), WAIT) == "next prompt\n"
     await pair.close()
 
 
@@ -520,7 +522,7 @@ async def test_cancel_sends_session_cancel() -> None:
     prompting = asyncio.create_task(pair.client.prompt(sid, "go"))
     await asyncio.sleep(0)
     pair.client.cancel_soon(sid)
-    assert (await asyncio.wait_for(prompting, 5)).stop_reason == "cancelled"
+    assert (await asyncio.wait_for(prompting, WAIT)).stop_reason == "cancelled"
     await pair.close()
 
 
@@ -544,13 +546,13 @@ async def test_the_session_modes_are_known_and_follow_updates() -> None:
 async def test_the_keyboard_reads_lines_from_a_pipe_then_the_end() -> None:
     typist = Typist()
     typist.type("one\ntw")
-    assert await asyncio.wait_for(typist.keyboard.readline(), 5) == "one\n"
+    assert await asyncio.wait_for(typist.keyboard.readline(), WAIT) == "one\n"
     typist.type("o\nlast")
-    assert await asyncio.wait_for(typist.keyboard.readline(), 5) == "two\n"
+    assert await asyncio.wait_for(typist.keyboard.readline(), WAIT) == "two\n"
     os.close(typist.write_fd)
     typist.write_fd = os.open(os.devnull, os.O_WRONLY)
-    assert await asyncio.wait_for(typist.keyboard.readline(), 5) == "last"  # as a file reads
-    assert await asyncio.wait_for(typist.keyboard.readline(), 5) is None
+    assert await asyncio.wait_for(typist.keyboard.readline(), WAIT) == "last"  # as a file reads
+    assert await asyncio.wait_for(typist.keyboard.readline(), WAIT) is None
     assert await typist.keyboard.readline() is None  # and it stays ended
     typist.close()
 
@@ -564,14 +566,14 @@ async def test_on_a_terminal_typeahead_is_dropped_and_echo_is_off_between_reads(
     kb.listen()
     assert termios.tcgetattr(fd)[3] & termios.ECHO
     typist.type("yes\n")
-    assert await asyncio.wait_for(kb.readline(), 5) == "yes\n"
+    assert await asyncio.wait_for(kb.readline(), WAIT) == "yes\n"
     assert not termios.tcgetattr(fd)[3] & termios.ECHO  # typing during a turn: not shown
     typist.type("stray enter\n")  # typed while no question was on screen
     while not kb._lines:  # read by the loop (kept until the next question starts)
         await asyncio.sleep(0.01)
     kb.listen()  # a question: what was typed before it is dropped
     typist.type("meant\n")
-    assert await asyncio.wait_for(kb.readline(), 5) == "meant\n"
+    assert await asyncio.wait_for(kb.readline(), WAIT) == "meant\n"
     reading = asyncio.create_task(kb.readline())
     while not kb.reading:
         await asyncio.sleep(0.01)
@@ -580,7 +582,7 @@ async def test_on_a_terminal_typeahead_is_dropped_and_echo_is_off_between_reads(
         await reading
     kb.listen()
     typist.type("\x04")  # Ctrl-D on an empty line
-    assert await asyncio.wait_for(kb.readline(), 5) is None
+    assert await asyncio.wait_for(kb.readline(), WAIT) is None
     kb.close()
     assert termios.tcgetattr(fd)[3] & termios.ECHO  # the terminal's modes are given back
     typist.close()
@@ -591,7 +593,7 @@ async def test_when_the_agent_goes_away_waiting_requests_fail() -> None:
 
     async def turn(conn: Connection, req: t.PromptRequest) -> t.PromptResponse:
         started.set()
-        await asyncio.sleep(30)
+        await asyncio.Event().wait()  # never answers: the agent goes away first
         raise AssertionError("not reached")
 
     pair = Pair(turn)
@@ -600,30 +602,32 @@ async def test_when_the_agent_goes_away_waiting_requests_fail() -> None:
     await started.wait()
     await pair.agent_writer.aclose()  # the agent's stdout closes mid-turn
     with pytest.raises(ConnectionClosed):
-        await asyncio.wait_for(prompting, 2)
+        await asyncio.wait_for(prompting, WAIT)
     with pytest.raises(ConnectionClosed):  # and so does anything asked later
-        await asyncio.wait_for(pair.client.prompt(sid, "again"), 2)
+        await asyncio.wait_for(pair.client.prompt(sid, "again"), WAIT)
     await pair.agent.close(grace=0)
     await pair.close()
 
 
 async def test_requests_made_while_the_connection_closes_fail_at_once() -> None:
     reader = LineReader()
-    handled = asyncio.Event()
+    handled, release = asyncio.Event(), asyncio.Event()
 
     async def slow(_: Any) -> None:
         handled.set()
-        await asyncio.sleep(30)
+        await release.wait()
 
     conn = Connection(reader, MemoryPipe(LineReader()), {"slow": Route(dict, slow)})
     reader.feed(b'{"jsonrpc":"2.0","id":1,"method":"slow","params":{}}\n')
     reader.feed_eof()
     await conn.serve()
     await handled.wait()
-    closing = asyncio.create_task(conn.close(grace=0.5))  # the handler gets its grace
+    closing = asyncio.create_task(conn.close(grace=WAIT))  # the handler gets its grace
     await asyncio.sleep(0)
-    with pytest.raises(ConnectionClosed):
-        await asyncio.wait_for(conn.request("ping", {}, dict), 0.2)
+    with pytest.raises(ConnectionClosed):  # nothing could answer it: it fails or it hangs
+        await asyncio.wait_for(conn.request("ping", {}, dict), WAIT)
+    assert not closing.done()  # it failed while the handler still had its grace
+    release.set()
     await closing
 
 
@@ -635,10 +639,10 @@ async def test_open_child_wires_a_subprocess_pipes() -> None:
     proc, reader, writer = await open_child(sys.executable, "-c", code)
     writer.write_line(b'{"a": 1}\n')
     await writer.drain()
-    assert await asyncio.wait_for(reader.readline(), 5) == b'{"A": 1}'
+    assert await asyncio.wait_for(reader.readline(), WAIT) == b'{"A": 1}'
     await writer.aclose()  # the child's input ends, so it exits, so its output ends
-    assert await asyncio.wait_for(proc.wait(), 5) == 0
-    assert await asyncio.wait_for(reader.readline(), 5) is None
+    assert await asyncio.wait_for(proc.wait(), WAIT) == 0
+    assert await asyncio.wait_for(reader.readline(), WAIT) is None
 
 
 

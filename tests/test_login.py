@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from .harness import agent_env
-
-LOGIN_TIMEOUT = 20.0
+from .limits import WAIT
 
 
 def keys_file(cfg: Path) -> Path:
@@ -32,7 +31,7 @@ def acp(cfg: Path, *args: str, stdin: str = "", extra: dict[str, str] | None = N
         ) -> subprocess.CompletedProcess[str]:
     env = agent_env({"XDG_CONFIG_HOME": str(cfg), **(extra or {})})
     return subprocess.run([sys.executable, "-m", "acp_agent", *args], input=stdin, text=True,
-                          capture_output=True, env=env, timeout=LOGIN_TIMEOUT)
+                          capture_output=True, env=env, timeout=WAIT)
 
 
 class Terminal:
@@ -49,7 +48,7 @@ class Terminal:
     def expect(self, text: str) -> None:
         """Read until ``text`` is on the screen (a bounded wait, never a sleep)."""
         while text not in self.screen:
-            ready, _, _ = select.select([self.master], [], [], LOGIN_TIMEOUT)
+            ready, _, _ = select.select([self.master], [], [], WAIT)
             assert ready, f"{text!r} never appeared; the screen shows {self.screen!r}"
             try:
                 chunk = os.read(self.master, 4096)
@@ -62,7 +61,7 @@ class Terminal:
         os.write(self.master, text.encode())
 
     def finish(self) -> int:
-        code = self.proc.wait(LOGIN_TIMEOUT)
+        code = self.proc.wait(WAIT)
         while True:  # the rest of the screen
             ready, _, _ = select.select([self.master], [], [], 0)
             try:

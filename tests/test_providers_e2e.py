@@ -170,14 +170,17 @@ class TestOpenAI:
         server: FakeLLMServer,
         tmp_path: Path,
     ) -> None:
-        """No prompt is left unanswered: a silent server times out (short timeout here)."""
+        """No prompt is left unanswered: a silent server times out (short timeout here,
+        counted once the agent is warm: its connection to the server open ahead)."""
         config = tmp_path / "c.toml"
         config.write_text(
             "[limits]\nfirst-event-timeout = 0.5\nmax-retries = 1\nretry-max-delay = 0.05\n"
         )
         server.enqueue(Hang(), Hang())
-        async with openai_agent(checker, state_dir, server, "--config", str(config)) as agent:
+        async with openai_agent(checker, state_dir, server, "--config", str(config),
+                                "--log-level", "debug") as agent:  # fmt: skip
             sid = await _start(agent, workspace)
+            await agent.logged("connected ahead")
             response = await agent.request_raw("session/prompt", {"sessionId": sid, "prompt": [
                 {"type": "text", "text": "a"}]})
             assert response["error"]["code"] == -32603

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from .harness import AgentProcess, Scripted, allow_first_option
+from .limits import WAIT
 
 TOO_DEEP = -32600
 DEPTHS = [200, 1_000, 10_000, 100_000, 1_000_000]
@@ -47,14 +48,14 @@ def answers(agent: AgentProcess, before: int) -> list[Message]:
 async def probe(agent: AgentProcess) -> None:
     """The connection still answers a valid request (and everything sent before it has
     been read: answers to earlier lines that come from reading them precede this one)."""
-    result = await agent.request("initialize", {"protocolVersion": 1}, timeout=15)
+    result = await agent.request("initialize", {"protocolVersion": 1}, timeout=WAIT)
     assert result["protocolVersion"] == 1
 
 
 async def answer_to(agent: AgentProcess, line: bytes, request_id: Any, before: int) -> Message:
     """Send ``line``; its one answer, which must carry ``request_id``."""
     await agent.send_raw(line)
-    await agent.wait_for(lambda: bool(answers(agent, before)), timeout=15)
+    await agent.wait_for(lambda: bool(answers(agent, before)), timeout=WAIT)
     got = answers(agent, before)
     assert len(got) == 1 and "error" in got[0], got
     assert got[0]["id"] == request_id and type(got[0]["id"]) is type(request_id)
@@ -84,7 +85,7 @@ class Busy:
         agent.handlers["session/request_permission"] = permission
         await agent.initialize()
         self.held = await agent.new_session(self.workspace)
-        self.turn = agent.start_request("session/prompt", prompt(self.held, "go"), timeout=60)
+        self.turn = agent.start_request("session/prompt", prompt(self.held, "go"))
         await agent.wait_for(lambda: self.permission_request(self.held) is not None)
 
     def permission_request(self, session_id: str) -> Message | None:
@@ -207,7 +208,7 @@ class TestDeepNesting:
             await busy.start()
             for levels in DEPTHS:
                 sid = await agent.new_session(workspace)
-                turn = agent.start_request("session/prompt", prompt(sid, "go"), timeout=30)
+                turn = agent.start_request("session/prompt", prompt(sid, "go"))
                 request = await asked(busy, sid)
                 await agent.send_raw(with_raw(
                     {"jsonrpc": "2.0", "id": request["id"],

@@ -22,6 +22,7 @@ from acp_agent.sessions.sessionindex import SessionIndex
 from acp_agent.sessions.store import ArchiveFilter, Store
 
 from .harness import ROOT
+from .limits import WAIT
 from .test_session_store import build_session, header
 
 
@@ -205,7 +206,7 @@ def test_several_processes_at_once(state_dir: str) -> None:
     seen = 0
     while any(p.poll() is None for p in procs):
         seen = max(seen, len(every_page(store, limit=25)))
-    assert all(p.wait(60) == 0 for p in procs)
+    assert all(p.wait(WAIT) == 0 for p in procs)
     final = every_page(store)
     assert final == truth(state_dir) and len(final) == 3 * (40 - 8)
     assert json.dumps(sorted(m.cwd for m in final)).count("/p") == 32

@@ -345,7 +345,7 @@ class TestCrashes:
             await eventually(lambda: b"crash" in log_path(state_dir, sid).read_bytes(),
                              "the chunk is in the session log")
             first.kill()
-            interrupted = first.updates_of(sid)[start:]
+        interrupted = first.updates_of(sid)[start:]  # all it wrote: the pipe read to its end
 
         async with make([[{"text": "recovered"}]]) as second:
             await started(second)
@@ -379,6 +379,8 @@ class TestCrashes:
                 "session/prompt", {"sessionId": sid, "prompt": [text_block("sleep")]}
             )
             await eventually(pid_file.exists, "the command runs")
+            await eventually(lambda: b'"tool_call"' in log_path(state_dir, sid).read_bytes(),
+                             "the call is in the session log")  # its writer's own pace
             first.kill()
             os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # the agent could not
         async with make([[{"text": "ok"}]]) as second:

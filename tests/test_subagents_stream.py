@@ -23,6 +23,7 @@ from acp_agent.sessions.records import ChildUpdate, Prompt, Record, TurnEnd, Upd
 from acp_agent.sessions.transcript import transcripts
 
 from .harness import AgentProcess, ResponseError
+from .limits import WAIT
 from .schema_check import SchemaChecker, validate_def
 from .test_subagents import announced, spawn, states
 
@@ -368,7 +369,7 @@ async def test_cancel_of_a_child_leaves_its_sibling(
         sid = await agent.new_session(workspace)
         task = agent.start_request("session/prompt", {
             "sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
-        await asyncio.wait_for(both.wait(), 10)
+        await asyncio.wait_for(both.wait(), WAIT)
         doomed, survivor = announced(agent, sid)
         await agent.notify("session/cancel", {"sessionId": doomed})
         asked[doomed].set_result({"outcome": {"outcome": "cancelled"}})  # as the spec says

@@ -19,6 +19,7 @@ import pyte
 import pytest
 
 from .harness import agent_env
+from .limits import WAIT
 
 ROWS, COLS = 60, 110
 PROMPT = re.compile(r"^> ?$", re.M)  # the chat's prompt, alone at the start of a line
@@ -62,7 +63,7 @@ class Term:
         return True
 
     def wait_for(self, what: str | re.Pattern[str] | Callable[[str], bool],
-                 timeout: float = 60) -> str:
+                 timeout: float = WAIT) -> str:
         """Read until ``what`` is on the screen; the screen's text."""
         def found(text: str) -> bool:
             if isinstance(what, str):
@@ -94,7 +95,7 @@ class Term:
     def ctrl_d(self) -> None:
         self.child.sendeof()
 
-    def finish(self, timeout: float = 60) -> int:
+    def finish(self, timeout: float = WAIT) -> int:
         """Wait for the command to end; its exit status (128 + N when killed by signal N)."""
         import time
 

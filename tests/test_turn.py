@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from .harness import AgentProcess, Scripted, allow_first_option, select_kind, wait_until
+from .harness import AgentProcess, Scripted, allow_first_option, select_kind
 from .limits import eventually
 from .procs import group_gone
 
@@ -121,7 +121,7 @@ class TestCancel:
                            ready: Callable[[], bool]) -> dict[str, Any]:
         task = agent.start_request("session/prompt", {"sessionId": sid,
                                                       "prompt": [{"type": "text", "text": "go"}]})
-        await wait_until(ready)
+        await eventually(ready, "the moment to cancel")
         await agent.notify("session/cancel", {"sessionId": sid})
         response = await task
         assert "result" in response, response
@@ -132,7 +132,7 @@ class TestCancel:
         self, scripted: Scripted, session: Start, tmp_path: Path
     ) -> None:
         asked = tmp_path / "asked"
-        agent = scripted([[{"mark": str(asked)}, {"sleep": 30}, {"text": "late"}],
+        agent = scripted([[{"mark": str(asked)}, {"hang": True}, {"text": "late"}],
                           [{"text": "next"}]])
         async with agent:
             sid = await session(agent)

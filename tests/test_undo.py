@@ -10,7 +10,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .harness import AgentProcess, Scripted, wait_until
+from .harness import AgentProcess, Scripted
+from .limits import eventually
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -254,7 +255,7 @@ async def test_undo_is_refused_while_a_turn_runs(
         sid = await start(agent, workspace)
         running = agent.start_request("session/prompt", {
             "sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})  # fmt: skip
-        await wait_until(mark.exists)
+        await eventually(mark.exists, "the command ran")
         for command in ("/undo", "/rewind 1"):
             response = await agent.request_raw("session/prompt", {
                 "sessionId": sid, "prompt": [{"type": "text", "text": command}]})  # fmt: skip

@@ -24,6 +24,7 @@ from acp_agent.providers._responses import ResponsesProvider
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text
 from .harness import ROOT, AgentProcess
+from .limits import WAIT, eventually
 from .providers import hello
 from .schema_check import SchemaChecker
 
@@ -68,7 +69,7 @@ def warm_in_process(model: str, url: str) -> dict[str, Any]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=WAIT,
         env={"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k", "PATH": "/usr/bin:/bin"},
     )
     assert out.returncode == 0, out.stderr
@@ -129,7 +130,7 @@ async def test_a_turn_waits_for_the_warm_up_off_the_event_loop(state_dir: str) -
     release = threading.Event()
 
     def importing() -> None:
-        release.wait(30)
+        release.wait(WAIT)
 
     prepared = asyncio.Event()
 
@@ -158,7 +159,7 @@ async def test_a_mode_changed_before_the_first_turn_is_in_its_system_prompt(
     async with agent:
         await agent.initialize()
         sid = await agent.new_session(workspace)
-        await asyncio.wait_for(_logged(log, "session prepared"), 60)
+        await _logged(log, "session prepared")
         await agent.request("session/set_mode", {"sessionId": sid, "modeId": "plan"})
         await agent.prompt(sid, "hi")
     system = server.requests[0].body["messages"][0]["content"]
@@ -168,8 +169,7 @@ async def test_a_mode_changed_before_the_first_turn_is_in_its_system_prompt(
 
 
 async def _logged(log: Path, text: str) -> None:
-    while not (log.exists() and text in log.read_text()):
-        await asyncio.sleep(0.05)
+    await eventually(lambda: log.exists() and text in log.read_text(), f"{text!r} logged")
 
 
 async def test_a_session_opened_connects_its_model_ahead_of_the_prompt(
@@ -187,7 +187,7 @@ async def test_a_session_opened_connects_its_model_ahead_of_the_prompt(
         await agent.initialize()
         assert server.connections == 0  # initialize alone reaches no server
         sid = await agent.new_session(workspace)
-        await asyncio.wait_for(_logged(log, "connected ahead"), 60)  # answer read
+        await _logged(log, "connected ahead")  # answer read
         assert (await agent.prompt(sid, "hi"))["stopReason"] == "end_turn"
     (asked,) = server.model_requests
     assert (asked.method, asked.path) == ("GET", "/v1/models/claude-sonnet-4-5")

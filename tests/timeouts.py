@@ -1,11 +1,14 @@
-"""A fake clock for ``asyncio.timeout()``: the code under test's timeouts expire when the
-test says so, after the fact it waits for (a pid file, output written), never because
-time passed on a busy machine. Use the ``manual_timeouts`` fixture (``conftest.py``)."""
+"""Fake clocks: the code under test's timeouts expire when the test says so, after the
+fact it waits for (a pid file, output written), never because time passed on a busy
+machine. ``asyncio.timeout()`` only: the ``manual_timeouts`` fixture (``conftest.py``);
+everything on the event loop's clock: :class:`LoopClock`."""
 
 from __future__ import annotations
 
 import asyncio
 from types import TracebackType
+
+import pytest
 
 from .limits import eventually
 
@@ -54,3 +57,23 @@ class ManualTimeouts:
         now = asyncio.get_running_loop().time()
         for timeout in self.armed:
             timeout.reschedule(now)
+
+
+class LoopClock:
+    """The running event loop's clock, moved on by the test: :meth:`advance` makes time
+    pass at once for every timer of the loop (``call_at``, ``asyncio.timeout``, a
+    watchdog reading ``loop.time()``) while no real time passes. A limit far above any
+    real wait (a minute) then expires exactly when the test moves the clock past it, and
+    never because this machine was slow. Create it in the test (its loop is running)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        loop = asyncio.get_running_loop()
+        self._real = loop.time
+        self.offset = 0.0
+        monkeypatch.setattr(loop, "time", self.time)
+
+    def time(self) -> float:
+        return self._real() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds

@@ -222,7 +222,9 @@ def main(argv: list[str] | None = None) -> None:
     code = 0
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(serve(cfg, initialized=_collect, stop_signals=stop))
+        loop.run_until_complete(
+            serve(cfg, initialized=_collect, stop_signals=stop, reload=lambda: load_config(args))
+        )
     except KeyboardInterrupt:
         code = 130
         if sys.stdin.isatty():  # Ctrl-C typed after the hint: the shell's prompt on its line

@@ -14,6 +14,7 @@ notifications are ignored.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -68,6 +69,9 @@ class Agent:
         self.auth = auth.StatusFeed(self.models, client)
         self._services: Services | None = None
         self._lock = threading.Lock()
+        self.turn_deadlines: dict[asyncio.Timeout, float] = {}
+        """The running turns' ``turn-timeout`` deadlines, with the loop time each turn
+        started (``reload`` bounds them again)."""
 
     @property
     def config(self) -> Config:
@@ -83,7 +87,7 @@ class Agent:
                     from . import services  # the late-loaded boundary (see its docstring)
 
                     self._services = services.Services.build(
-                        self.models, self.client, self.warmup, self.store
+                        self.models, self.client, self.warmup, self.store, self.turn_deadlines
                     )
         return self._services
 

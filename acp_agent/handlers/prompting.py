@@ -7,6 +7,7 @@ served), recorded, offered to the slash commands, then run by the turn engine in
 ``cancelled``, never an error. Provider failures become JSON-RPC errors here, and only
 here, with the provider's message (the endpoint, the cause).
 
+A limit reloaded meanwhile (``reload``) bounds the running turn too, from its start.
 A turn is bounded by ``limits.turn-timeout`` (from the moment it starts running, not
 while it waits in the queue): past it the turn unwinds like a cancel (tool calls get
 their final update, history keeps a result for every call) and the prompt answers a
@@ -129,16 +130,17 @@ async def _run(
         turn_id = session.record_prompt(blocks, prompt_text(blocks))
     sv.turns.checkpoints.begin(session, turn_id)
     stop = "error"
-    limit = sv.config.limits.turn_timeout
-    deadline = asyncio.timeout(limit)
+    deadline = asyncio.timeout(sv.config.limits.turn_timeout)
 
     def interrupted_by() -> str | None:
         if deadline.expired():
+            limit = sv.config.limits.turn_timeout  # (it may have been reloaded)
             return f"Stopped: the turn ran out of time ({TURN_TIMEOUT} = {limit:g} s)."
         return None
 
     try:
         async with deadline:
+            sv.turn_deadlines[deadline] = asyncio.get_running_loop().time()
             await refresh_skills(sv, session)
             command = await dispatch(sv, session, blocks)
             if isinstance(command, t.PromptResponse):
@@ -161,12 +163,14 @@ async def _run(
     except TimeoutError:
         if not deadline.expired():
             raise
+        limit = sv.config.limits.turn_timeout
         log.warning("turn timed out", limit=limit)
         raise InternalError(
             f"The turn ran longer than {TURN_TIMEOUT} ({limit:g} s) and was stopped;"
             " what it did so far is kept"
         ) from None
     finally:
+        sv.turn_deadlines.pop(deadline, None)
         await settle(session, turn.steers)  # what did not join is kept, not acted upon
         await _checkpoint(sv, session)
         await session.record_turn_end(stop)

@@ -49,10 +49,17 @@ class Services:
     turns: Turns
     background: Background
     sandboxing: Sandboxing
+    turn_deadlines: dict[asyncio.Timeout, float]
+    """The running turns' ``turn-timeout`` deadlines (see ``reload``)."""
 
     @classmethod
     def build(
-        cls, models: Models, client: ClientProxy, warmup: Warmup, store: Store | None = None
+        cls,
+        models: Models,
+        client: ClientProxy,
+        warmup: Warmup,
+        store: Store | None = None,
+        deadlines: dict[asyncio.Timeout, float] | None = None,
     ) -> Services:
         """``store``: one shared with other connections (left open at shutdown)."""
         config = models.config
@@ -60,7 +67,8 @@ class Services:
         background = Background()
         sandboxing = Sandboxing(config)
         turns = Turns(models, client, sessions, warmup, background, sandboxing)
-        return cls(models, client, warmup, sessions, turns, background, sandboxing)
+        return cls(models, client, warmup, sessions, turns, background, sandboxing,
+                   {} if deadlines is None else deadlines)  # fmt: skip
 
     @property
     def config(self) -> Config:

@@ -18,11 +18,11 @@ from typing import Protocol, runtime_checkable
 import msgspec
 
 from .. import log
-from ..config import Config, ProviderSettings
+from ..config import Config, Limits, ProviderSettings
 from ..errors import ProviderError
 from .base import ModelProvider
 from .models import ModelInfo, ReportsLimits, ServerLimits, with_server_limits
-from .registry import make_provider, spec
+from .registry import FAMILIES, http_timeout, make_provider, spec
 from .resilient import OnRetry, Resilient, RetryPolicy
 
 
@@ -80,6 +80,15 @@ class Models:
         self.config = msgspec.structs.replace(self.config, providers=providers)
         self.disabled.discard(family)
         self.reroute(family)
+
+    def set_limits(self, limits: Limits) -> None:
+        """New ``[limits]`` (``handlers.reload``): a family whose HTTP timeout backstop
+        moves gets new providers for its next request."""
+        old = self.config
+        self.config = msgspec.structs.replace(old, limits=limits)
+        for family in FAMILIES:
+            if http_timeout(old, family) != http_timeout(self.config, family):
+                self.reroute(family)
 
     def disable(self, family: str) -> None:
         self.disabled.add(family)

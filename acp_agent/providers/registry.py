@@ -151,13 +151,20 @@ def base_url(config: Config, family: str, env: Mapping[str, str] = os.environ) -
     return config.provider_settings(family).base_url or env_url or s.default_base_url
 
 
+def http_timeout(config: Config, family: str) -> float:
+    """``family``'s HTTP read/write timeout (:attr:`Endpoint.timeout`): its ``timeout``,
+    or the limits on a model's silence where they are longer."""
+    limits = config.limits
+    timeout = config.provider_settings(family).timeout
+    return max(timeout, limits.first_event_timeout, limits.idle_timeout)
+
+
 def endpoint(config: Config, family: str, env: Mapping[str, str] = os.environ) -> Endpoint:
     """The endpoint of ``family`` (:func:`base_url`), with the key :func:`key_source`
     finds."""
     s = spec(family)
     settings = config.provider_settings(family)
     names = key_names(s, config)
-    limits = config.limits
     source = key_source(config, family, env)
     key_env: str | None
     if source == STORED:
@@ -169,7 +176,7 @@ def endpoint(config: Config, family: str, env: Mapping[str, str] = os.environ) -
     return Endpoint(
         api_key=api_key,
         base_url=base_url(config, family, env),
-        timeout=max(settings.timeout, limits.first_event_timeout, limits.idle_timeout),
+        timeout=http_timeout(config, family),
         connect_timeout=settings.connect_timeout,
         headers=dict(settings.headers),
         family=s.name,

@@ -425,7 +425,7 @@ async def test_python_sdk_sign_in_logout_and_provider_routing(
     stored = subprocess.run(
         [sys.executable, "-m", "acp_agent", "login", "--provider", "openai", "--key-from-stdin",
          "--store", "file"], input="sk-stored-by-login\n", text=True, capture_output=True,
-        env=agent_env({"XDG_CONFIG_HOME": str(tmp_path / "xdg-config")}), timeout=30)  # fmt: skip
+        env=agent_env({"XDG_CONFIG_HOME": str(tmp_path / "xdg-config")}), timeout=WAIT)  # fmt: skip
     assert stored.returncode == 0, stored.stderr
     async with FakeLLMServer() as server, sdk_agent(
         checker, tmp_path, state_dir, args=("--model", "openai:gpt-4.1")

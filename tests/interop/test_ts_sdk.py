@@ -20,13 +20,13 @@ import pytest
 
 from ..fakes.llm_server import FakeLLMServer, Finish, Reply, Text
 from ..harness import agent_env
-from ..limits import WAIT, limit
+from ..limits import SCENARIO, WAIT, limit
 from ..schema_check import SchemaChecker
 
 HERE = Path(__file__).resolve().parent
 CLIENT = HERE / "ts_client.mjs"
 SDK_DIR = HERE / "node_modules" / "@agentclientprotocol" / "sdk"
-RUN_TIMEOUT = limit(90)  # the whole scenario; each step is bounded by WAIT
+RUN_TIMEOUT = SCENARIO
 
 
 def _require_client() -> str:

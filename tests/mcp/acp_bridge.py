@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..harness import AgentProcess
+from ..limits import WAIT
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
@@ -54,7 +55,7 @@ class AcpBridge:
         agent.handlers["mcp/message"] = bridge.handle
         return bridge
 
-    async def until(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    async def until(self, predicate: Callable[[], bool], timeout: float = WAIT) -> None:
         """Wait for ``predicate()`` (``timeout`` only guards against a hang)."""
         async def wait() -> None:
             async with self.news:

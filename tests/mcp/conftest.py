@@ -11,14 +11,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from acp_agent.protocol import types as t
 from acp_agent.tools.base import ToolContext
 
-from ..limits import eventually
+from ..limits import WAIT, eventually
 
 SERVERS = Path(__file__).parent / "servers"
+
+
+@pytest.fixture(autouse=True)
+def roomy_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounds on a server's speed get the room of a wait in this process (agent processes
+    keep theirs): the SDK gives a server 10 s to answer its ``server/discover`` probe, then
+    falls back to the ``initialize`` handshake (and re-probes once the server turns out to
+    be modern), and a call waits 10 s at most for the lists its server said changed
+    (``_server.REFRESH_WAIT``). A server on a busy machine (its SDK imported under
+    coverage) can take longer; what the tests see must not depend on that."""
+    monkeypatch.setattr("mcp.client.session.DISCOVER_TIMEOUT_SECONDS", WAIT)
+    monkeypatch.setattr("acp_agent.mcp._server.REFRESH_WAIT", WAIT)
 DEMO = str(SERVERS / "demo.py")
 LIVE = str(SERVERS / "live.py")
 
@@ -70,7 +83,7 @@ class Recorder:
         assert len(found) == 1, (title, self.problems)
         return found[0]
 
-    async def until(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    async def until(self, predicate: Callable[[], bool], timeout: float = WAIT) -> None:
         """Wait until ``predicate()`` holds, checked after each reported problem or change
         (``timeout`` only guards against a hang)."""
         async def wait() -> None:
@@ -79,7 +92,7 @@ class Recorder:
 
         await asyncio.wait_for(wait(), timeout)
 
-    async def reported(self, title: str, timeout: float = 30.0) -> tuple[str, str]:
+    async def reported(self, title: str, timeout: float = WAIT) -> tuple[str, str]:
         await self.until(lambda: any(tit == title for _, tit, _ in self.problems), timeout)
         return self.problem(title)
 

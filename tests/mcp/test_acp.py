@@ -18,6 +18,7 @@ from acp_agent.mcp import McpHub, deliver
 from acp_agent.mcp._acp import _reply, _routes
 from acp_agent.protocol import types as t
 
+from ..limits import WAIT
 from .acp_bridge import AcpBridge
 from .conftest import LIVE, Recorder, tool_ctx
 
@@ -53,7 +54,7 @@ async def ready_hub(request: Request, rec: Recorder, cwd: str) -> McpHub:
     hub = McpHub([acp_server("bridge")], cwd=cwd, on_problem=rec.on_problem,
                  on_change=rec.on_change, acp=request)
     hub.start()
-    await hub.wait_ready(30)
+    await hub.wait_ready(WAIT)
     return hub
 
 

@@ -17,6 +17,7 @@ from acp_agent.mcp import McpHub
 from acp_agent.protocol import types as t
 from acp_agent.tools.base import Toolset
 
+from ..limits import WAIT
 from ..procs import alive
 from .conftest import LIVE, LocalServer, Recorder, http, stdio, tool_ctx
 
@@ -52,7 +53,7 @@ async def test_list_changes_reach_the_offer(era: str, tmp_path: Path) -> None:
                  on_problem=rec.on_problem, on_change=rec.on_change)
     hub.start()
     try:
-        await hub.wait_ready(30)
+        await hub.wait_ready(WAIT)
         assert hub.status() == {"live": "ready"}
         live = hub._servers[0]
         assert live._client is not None and live._client.protocol_version == era
@@ -79,7 +80,10 @@ async def test_list_changes_reach_the_offer(era: str, tmp_path: Path) -> None:
 
 
 async def test_list_changes_over_streamable_http(tmp_path: Path) -> None:
-    """The same over streamable HTTP (the listen stream is a long-lived POST)."""
+    """The same over streamable HTTP (the listen stream is a long-lived POST). The change
+    and the call's answer come on two HTTP streams, in no order one can rely on: the call
+    may return before the change is read (``_server``: only an answer read after the
+    notification waits for the new list), so the test waits for the change itself."""
     from .servers.live import build_server
 
     cwd = str(tmp_path)
@@ -89,9 +93,10 @@ async def test_list_changes_over_streamable_http(tmp_path: Path) -> None:
                      on_problem=rec.on_problem, on_change=rec.on_change)
         hub.start()
         try:
-            await hub.wait_ready(30)
+            await hub.wait_ready(WAIT)
             await run(hub, "mcp__web__add_tool", cwd, name="fresh")
-            assert "mcp__web__fresh" in tool_names(hub) and rec.changes == 2
+            await rec.until(lambda: rec.changes == 2)
+            assert "mcp__web__fresh" in tool_names(hub)
             assert (await run(hub, "mcp__web__fresh", cwd)).text == "I am fresh"
             assert rec.problems == []
         finally:
@@ -112,7 +117,7 @@ async def test_a_lost_server_is_restarted_once_then_given_up(tmp_path: Path) -> 
                  on_problem=rec.on_problem, on_change=rec.on_change)
     hub.start()
     try:
-        await hub.wait_ready(30)
+        await hub.wait_ready(WAIT)
         first = int((await run(hub, "mcp__live__pid", cwd)).text)
         stale = {tool.spec.name: tool for tool in hub.tools()}["mcp__live__echo"]
 
@@ -156,7 +161,7 @@ async def test_a_server_that_cannot_be_restarted_is_reported(tmp_path: Path) -> 
                  on_problem=rec.on_problem, on_change=rec.on_change)
     hub.start()
     try:
-        await hub.wait_ready(30)
+        await hub.wait_ready(WAIT)
         with pytest.raises(ToolError, match="exited during a call to 'crash'; it is being"):
             await run(hub, "mcp__live__crash", cwd)
         severity, description = await rec.reported(
@@ -185,7 +190,7 @@ async def test_a_dropped_http_connection_is_reconnected(tmp_path: Path) -> None:
                  on_problem=rec.on_problem, on_change=rec.on_change)
     hub.start()
     try:
-        await hub.wait_ready(30)
+        await hub.wait_ready(WAIT)
         assert web.drop_connections() >= 1  # the listen stream, at least
         severity, description = await rec.reported("MCP server 'web' stopped; reconnected")
         assert severity == "warning" and description.startswith("the connection was lost")
@@ -211,7 +216,7 @@ async def test_an_http_server_that_is_gone_is_not_reconnected(tmp_path: Path) ->
         hub = McpHub([http("web", web.url("/mcp"))], cwd=cwd,
                      on_problem=rec.on_problem, on_change=rec.on_change)
         hub.start()
-        await hub.wait_ready(30)
+        await hub.wait_ready(WAIT)
     try:
         severity, description = await rec.reported(
             "MCP server 'web' stopped; could not be reconnected")

@@ -20,6 +20,7 @@ from acp_agent.providers.base import (
 
 from ..fakes.llm_server import FakeLLMServer
 from ..limits import WAIT
+from ..timeouts import LoopClock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,6 +65,22 @@ async def collect_until_error(
     except ProviderError as exc:
         return events, exc
     raise AssertionError(f"the stream did not fail; events: {events}")
+
+
+async def until_it_stalls(
+    stream: AsyncIterator[StreamEvent], clock: LoopClock, before: int
+) -> tuple[list[StreamEvent], ProviderError]:
+    """:func:`collect_until_error` for a stream that stalls after ``before`` events: once
+    they have arrived, the test's clock moves on a minute at a time while the stream
+    waits, so a read timeout of a minute expires then, and only then, however fast or
+    slow this machine is."""
+    events = [await anext(stream) for _ in range(before)]
+    rest = asyncio.ensure_future(collect_until_error(stream))
+    while not rest.done():
+        clock.advance(60.0)
+        await asyncio.sleep(0.01)  # on that clock: the timers now due run first
+    more, error = rest.result()
+    return [*events, *more], error
 
 
 async def cancel_after_first_event(

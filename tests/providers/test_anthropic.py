@@ -54,8 +54,16 @@ from ..fakes.llm_server import (
     ToolCall,
     Usage,
 )
-from ..limits import WAIT, limit
-from . import cancel_after_first_event, collect, collect_until_error, imports_sdk, streamed
+from ..limits import WAIT
+from ..timeouts import LoopClock
+from . import (
+    cancel_after_first_event,
+    collect,
+    collect_until_error,
+    imports_sdk,
+    streamed,
+    until_it_stalls,
+)
 
 OVERLOADED = Raw({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
 
@@ -321,16 +329,18 @@ async def test_silent_server_times_out_as_connection_error(
 
 
 @pytest.mark.asyncio
-async def test_stall_after_output_is_a_stream_error(server: FakeLLMServer) -> None:
-    provider = AnthropicProvider(
-        "claude-sonnet-4-5", api_key="k", base_url=server.url, timeout=limit(1.0)
-    )
+async def test_stall_after_output_is_a_stream_error(
+    server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = LoopClock(monkeypatch)
+    provider = AnthropicProvider("claude-sonnet-4-5", api_key="k", base_url=server.url,
+                                 timeout=60.0)  # fmt: skip
     server.enqueue(Reply([Text("a"), Text("b")], hang_after=4))
-    events, error = await collect_until_error(provider.stream(ask()))
+    events, error = await until_it_stalls(provider.stream(ask()), clock, before=1)
     await provider.aclose()
     assert events == [TextDelta("a")]
     assert isinstance(error, ProviderStreamError)
-    assert error.message.endswith(f"broke off: no data for {limit(1.0):g} s ([anthropic] timeout)")
+    assert error.message.endswith("broke off: no data for 60 s ([anthropic] timeout)")
     assert server.url in error.message
 
 

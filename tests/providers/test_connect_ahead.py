@@ -22,6 +22,7 @@ from acp_agent.providers._openai import OpenAIProvider
 from acp_agent.providers._responses import ResponsesProvider
 
 from ..fakes.llm_server import FakeLLMServer, Finish, Hang, Reply, Text
+from ..timeouts import LoopClock
 from . import collect, hello
 
 
@@ -133,17 +134,21 @@ async def test_a_server_that_did_not_answer_ahead_is_asked_by_the_first_turn() -
 
 
 async def test_a_turn_that_joined_an_unanswered_question_asks_again(
-    server: FakeLLMServer,
+    server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A turn that started while the question asked ahead was under way waits for it;
     unanswered, the turn asks again rather than go without the window for good."""
+    clock = LoopClock(monkeypatch)
     server.models = Hang()
     provider = OpenAIProvider("qwen", base_url=server.openai_url, discover_limits=True)
-    provider.discovery_timeout = 0.2  # the question's own limit: no answer, given up
+    provider.discovery_timeout = 60.0  # the question's own limit, on the test's clock
     ahead = asyncio.ensure_future(provider.connect())
     await server.wait_for_requests(1, about_models=True)  # the question under way
     server.models = [{"id": "qwen", "max_model_len": 9000}]
-    limits = await provider.server_limits()
+    turn = asyncio.ensure_future(provider.server_limits())
+    await asyncio.sleep(0)  # the turn joins the question
+    clock.advance(60.0)  # no answer: given up
+    limits = await turn
     assert limits is not None and limits.context_window == 9000
     assert len(server.model_requests) == 2
     await ahead
@@ -151,14 +156,18 @@ async def test_a_turn_that_joined_an_unanswered_question_asks_again(
 
 
 async def test_a_list_answered_is_an_answer_though_the_next_question_hangs(
-    server: FakeLLMServer,
+    server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The server answered (no list: 404) and Ollama's question then got nothing in time:
     the server was reached, so the first turn does not ask again."""
+    clock = LoopClock(monkeypatch)
     server.ollama = {"qwen": Hang()}
     provider = OpenAIProvider("qwen", base_url=server.openai_url, discover_limits=True)
-    provider.discovery_timeout = 0.2
-    await provider.connect()
+    provider.discovery_timeout = 60.0
+    connecting = asyncio.ensure_future(provider.connect())
+    await server.wait_for_requests(2, about_models=True)  # the list answered, Ollama asked
+    clock.advance(60.0)  # and no answer from Ollama in time
+    await connecting
     assert await provider.server_limits() is None
     assert [r.path for r in server.model_requests] == ["/v1/models", "/api/show"]
     await provider.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ from acp_agent.errors import (
     ProviderHTTPError,
     ProviderStreamError,
 )
-from acp_agent.providers import make_provider
+from acp_agent.providers import _sdk, make_provider
 from acp_agent.providers._openai import OpenAIProvider
 from acp_agent.providers._sdk import parse_retry_after
 from acp_agent.providers.base import (
@@ -53,8 +54,16 @@ from ..fakes.llm_server import (
     ToolCall,
     Usage,
 )
-from ..limits import WAIT, limit
-from . import cancel_after_first_event, collect, collect_until_error, imports_sdk, streamed
+from ..limits import WAIT
+from ..timeouts import LoopClock
+from . import (
+    cancel_after_first_event,
+    collect,
+    collect_until_error,
+    imports_sdk,
+    streamed,
+    until_it_stalls,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -357,14 +366,17 @@ async def test_silent_server_times_out_as_connection_error(
 
 
 @pytest.mark.asyncio
-async def test_stall_after_output_is_a_stream_error(server: FakeLLMServer) -> None:
-    provider = OpenAIProvider("m", api_key="k", base_url=server.openai_url, timeout=limit(1.0))
+async def test_stall_after_output_is_a_stream_error(
+    server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = LoopClock(monkeypatch)
+    provider = OpenAIProvider("m", api_key="k", base_url=server.openai_url, timeout=60.0)
     server.enqueue(Reply([Text("a"), Text("b")], hang_after=1))
-    events, error = await collect_until_error(provider.stream(ask()))
+    events, error = await until_it_stalls(provider.stream(ask()), clock, before=1)
     await provider.aclose()
     assert events == [TextDelta("a")]
     assert isinstance(error, ProviderStreamError)
-    assert error.message.endswith(f"broke off: no data for {limit(1.0):g} s ([openai] timeout)")
+    assert error.message.endswith("broke off: no data for 60 s ([openai] timeout)")
     assert server.openai_url in error.message
 
 
@@ -441,10 +453,12 @@ async def test_history_conversion(server: FakeLLMServer, provider: OpenAIProvide
     ]
 
 
-def test_retry_after_accepts_an_http_date() -> None:
-    later = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
-    wait = parse_retry_after({"retry-after": later})
-    assert wait is not None and 25 < wait <= 30
+def test_retry_after_accepts_an_http_date(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = time.time()  # and it stays now: however long this machine takes in between
+    monkeypatch.setattr(_sdk, "time", SimpleNamespace(time=lambda: now))
+    later = int(now) + 30  # an HTTP date has whole seconds
+    date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(later))
+    assert parse_retry_after({"retry-after": date}) == pytest.approx(later - now)
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({}) is None
 

@@ -28,6 +28,7 @@ from acp_agent.providers.models import cost, model_info
 
 from ..fakes.llm_billing import Billing, canonical, tokens
 from ..fakes.llm_server import FakeLLMServer, Finish, Reply, Text, Usage
+from ..limits import WAIT
 from . import collect
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -52,7 +53,7 @@ async def server() -> AsyncIterator[FakeLLMServer]:
 
 @pytest_asyncio.fixture
 async def claude(server: FakeLLMServer) -> AsyncIterator[AnthropicProvider]:
-    p = AnthropicProvider("claude-sonnet-4-5", api_key="k", base_url=server.url, timeout=5)
+    p = AnthropicProvider("claude-sonnet-4-5", api_key="k", base_url=server.url, timeout=WAIT)
     yield p
     await p.aclose()
 

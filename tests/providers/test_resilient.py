@@ -1,6 +1,7 @@
 """The resilient wrapper every model request goes through: retries, timeouts, closing,
-and only ProviderErrors out. Timeouts are configured small; the stalls are endless, so
-the outcome never depends on how busy the machine is."""
+and only ProviderErrors out. Timeouts are configured small where only endless stalls
+meet them; where something must arrive in time, they are a minute on a clock the test
+moves (``LoopClock``), so the outcome never depends on how busy the machine is."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from acp_agent.providers.base import Finished, ModelRequest, StreamEvent, TextDe
 from acp_agent.providers.resilient import Resilient, RetryPolicy, backoff_delay
 
 from ..fakes.provider import Gate, Item, ScriptedProvider, text
+from ..timeouts import LoopClock
 
 REQUEST = ModelRequest(system="s", messages=[])
 
@@ -91,13 +93,21 @@ def test_backoff_honours_retry_after_up_to_the_cap() -> None:
     assert all(0 <= backoff_delay(n, None, 30.0) <= min(30.0, 0.5 * 2**n) for n in range(8))
 
 
-async def test_first_event_timeout_names_the_endpoint_and_is_retried() -> None:
-    provider = ScriptedProvider([Gate()], [Gate()], text("at last"))
-    resilient, heard = wrap(provider, first_event_timeout=0.05, idle_timeout=3600)
-    events = await drain(resilient.stream(REQUEST))
+async def test_first_event_timeout_names_the_endpoint_and_is_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = LoopClock(monkeypatch)
+    stalls = [Gate(), Gate()]
+    provider = ScriptedProvider([stalls[0]], [stalls[1]], text("at last"))
+    resilient, heard = wrap(provider, first_event_timeout=60, idle_timeout=3600)
+    streaming = asyncio.create_task(drain(resilient.stream(REQUEST)))
+    for gate in stalls:
+        await gate.reached.wait()
+        clock.advance(60)  # the minute is up: the attempt is abandoned and retried
+    events = await streaming
     assert events[0] == TextDelta("at last")
     assert [h[0] for h in heard] == [
-        "No answer from scripted:model at memory://scripted within 0.05 s"
+        "No answer from scripted:model at memory://scripted within 60 s"
         " (limits.first-event-timeout)"
     ] * 2
     assert provider.closed == 3
@@ -111,20 +121,24 @@ async def test_a_stall_after_output_is_a_timeout_that_is_not_retried() -> None:
     assert heard == [] and provider.closed == 1
 
 
-async def test_the_consumers_own_time_does_not_count_as_idle() -> None:
+async def test_the_consumers_own_time_does_not_count_as_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = LoopClock(monkeypatch)
     provider = ScriptedProvider(text("a", "b", "c"))
-    resilient, _ = wrap(provider, first_event_timeout=0.05, idle_timeout=0.05)
+    resilient, _ = wrap(provider, first_event_timeout=60, idle_timeout=60)
     seen = []
     async for event in resilient.stream(REQUEST):
         seen.append(event)
-        await asyncio.sleep(0.1)  # slow consumer: the provider is not waited on meanwhile
+        clock.advance(120)  # a slow consumer: two minutes over each event
+        await asyncio.sleep(0.001)  # after every timer now due (the watchdog's) has run
     assert isinstance(seen[-1], Finished)
 
 
 async def test_an_outside_cancel_is_a_cancel_not_a_timeout() -> None:
     gate = Gate()
     provider = ScriptedProvider([gate])
-    resilient, heard = wrap(provider, first_event_timeout=30)
+    resilient, heard = wrap(provider, first_event_timeout=3600)
     task = asyncio.create_task(drain(resilient.stream(REQUEST)))
     await gate.reached.wait()
     task.cancel()

@@ -50,6 +50,7 @@ from ..fakes.llm_server import (
     ToolCall,
     Usage,
 )
+from ..limits import WAIT
 from . import cancel_after_first_event, collect, collect_until_error, imports_sdk, streamed
 
 READ = ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}})
@@ -69,7 +70,7 @@ async def server() -> AsyncIterator[FakeLLMServer]:
 
 @pytest_asyncio.fixture
 async def provider(server: FakeLLMServer) -> AsyncIterator[ResponsesProvider]:
-    p = ResponsesProvider("gpt-5", api_key="test-key", base_url=server.openai_url, timeout=5.0)
+    p = ResponsesProvider("gpt-5", api_key="test-key", base_url=server.openai_url, timeout=WAIT)
     yield p
     await p.aclose()
 

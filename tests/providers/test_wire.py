@@ -18,6 +18,7 @@ from acp_agent.providers._openai import OpenAIProvider
 from acp_agent.providers.base import Finished, ModelRequest, TextDelta, UsageReport
 
 from ..fakes.llm_server import FakeLLMServer, Frames
+from ..limits import WAIT
 from . import collect, collect_until_error
 
 REQUEST = ModelRequest(system="", messages=[UserMessage([TextPart("hi")])])
@@ -36,7 +37,7 @@ async def server() -> AsyncIterator[FakeLLMServer]:
 
 @pytest_asyncio.fixture
 async def openai(server: FakeLLMServer) -> AsyncIterator[OpenAIProvider]:
-    p = OpenAIProvider("m", api_key="k", base_url=server.openai_url, timeout=5.0)
+    p = OpenAIProvider("m", api_key="k", base_url=server.openai_url, timeout=WAIT)
     yield p
     await p.aclose()
 
@@ -114,7 +115,7 @@ async def test_anthropic_event_names_pings_and_frames(server: FakeLLMServer) -> 
         ]
     )
     server.enqueue(Frames([stream[i : i + 50] for i in range(0, len(stream), 50)]))
-    provider = AnthropicProvider("claude-x", api_key="k", base_url=server.url, timeout=5.0)
+    provider = AnthropicProvider("claude-x", api_key="k", base_url=server.url, timeout=WAIT)
     events = await collect(provider.stream(REQUEST))
     await provider.aclose()
     assert events == [
