@@ -47,7 +47,7 @@ class DiskWriter:
         if self._thread is None:
             done.set_result(None)
         else:
-            self.submit(done.set_result, None)
+            self.submit(_settle, done)
         return done
 
     def wait(self, timeout: float | None = None) -> None:
@@ -215,3 +215,9 @@ class LogFile:
             log.warning(f"session log {what} works again", session_id=self.name)
             if not self.failing and self.on_error is not None:
                 self.on_error(what, None)
+
+
+def _settle(done: concurrent.futures.Future[None]) -> None:
+    """A barrier reached: done, unless whoever waited for it gave up (a cancelled wait)."""
+    if done.set_running_or_notify_cancel():
+        done.set_result(None)

@@ -14,7 +14,8 @@
 //      as a user_message_chunk after the tool call, before the model's answer;
 //   3. no turn: a steer answers "startedNewTurn" and the turn streams;
 //   4. an unknown idleBehavior: -32602;
-//   5. session/load: the steer replayed in its place, under the same messageId.
+//   5. a prompt, queued behind the turn the steer started (answered once it is over);
+//   6. session/load: the steer replayed in its place, under the same messageId.
 // Every raw line goes to --raw-log as {"seq", "dir", "line"} for the schema checker; a
 // JSON summary goes to stdout; the exit status is non-zero on any failure.
 
@@ -67,6 +68,7 @@ const SCRIPT = [
   [{ tool_call: { name: "run_command", arguments: { command: "echo hi" } } }],
   [{ text: "Briefly: hi." }],
   [{ text: "Started by a steer." }],
+  [{ text: "Done." }],
 ];
 const scriptPath = path.join(tmpBase, "script.json");
 fs.writeFileSync(scriptPath, JSON.stringify(SCRIPT));
@@ -149,6 +151,11 @@ async function scenario(agent) {
   } catch (err) {
     summary.outcomes.unknownIdle = err?.code ?? String(err);
   }
+  // a prompt queues behind the turn the steer started: its answer means that turn is over
+  summary.stopReasons.push((await agent.request(acp.methods.agent.session.prompt, {
+    sessionId,
+    prompt: [{ type: "text", text: "that is all" }],
+  })).stopReason);
   summary.live = messages(updates);
   const before = updates.length;
   await agent.request(acp.methods.agent.session.load, { sessionId, cwd: workspace, mcpServers: [] });
