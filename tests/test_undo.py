@@ -190,6 +190,43 @@ async def test_undo_after_a_kill_and_a_reload(
         assert not (ws / "by-command.txt").exists()
 
 
+async def test_undo_of_a_turn_cut_short_by_a_kill(scripted: Scripted, workspace: str) -> None:
+    """Killed mid-turn, after an edit and before the turn's end: what the edit changed
+    was recorded before it happened, so /undo can still put it back (it asks first: what
+    the cut-short turn left is not known)."""
+    ws = Path(workspace)
+    script = [[call("edit_file", path="hello.txt", old_string="hello", new_string="bye")],
+              [{"hang": True}]]  # fmt: skip
+    agent = scripted(script, "--mode", "bypass")
+    async with agent:
+        sid = await start(agent, workspace)
+        turn = agent.start_request("session/prompt", {
+            "sessionId": sid, "prompt": [{"type": "text", "text": "change"}]})  # fmt: skip
+        await agent.wait_for(lambda: any(c.get("status") == "completed"
+                                         for c in agent.tool_calls(sid)))  # fmt: skip
+        agent.kill()
+        await agent.proc.wait()  # type: ignore[union-attr]
+        turn.cancel()
+    assert (ws / "hello.txt").read_text() == "bye\nworld\n"
+    again = scripted([], "--mode", "bypass")
+    asked: list[dict[str, Any]] = []
+
+    async def answer(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"outcome": {"outcome": "selected", "optionId": "overwrite"}}
+
+    again.handlers["session/request_permission"] = answer
+    async with again:
+        await again.initialize({})
+        await again.request("session/load", {"sessionId": sid, "cwd": workspace,
+                                             "mcpServers": []})  # fmt: skip
+        await again.prompt(sid, "/undo")
+    assert (ws / "hello.txt").read_text() == "hello\nworld\n"
+    (question,) = asked
+    text = question["toolCall"]["content"][0]["content"]["text"]
+    assert "hello.txt" in text and "cut short" in text
+
+
 async def test_undo_after_compaction_and_a_subagents_changes(
     scripted: Scripted, workspace: str
 ) -> None:

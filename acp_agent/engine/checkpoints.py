@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from .. import log
 from ..config import Checkpoints as Settings
-from ..sessions.records import Checkpoint, FileChange, FileState, now_iso
+from ..sessions.records import Checkpoint, FileChange, FileState, Touched, now_iso
 from ..sessions.session import Session
 from .shadow import (
     Changed,
@@ -181,9 +181,16 @@ class Recorder:
         self._lock = asyncio.Lock()
 
     async def before_change(self, paths: Sequence[str], *, snapshot: bool = True) -> None:
-        """The turn is about to write ``paths`` (absolute, as checked) or run a command."""
+        """The turn is about to write ``paths`` (absolute, as checked) or run a command:
+        what they are now is kept, and recorded in the session's log before the change
+        (a turn cut short can still be put back, those paths at least)."""
         async with self._lock:  # subagents' calls may come side by side
+            known = set(self.before)
             await asyncio.to_thread(self._record, paths, snapshot)
+            new = {p: s for p, s in self.before.items() if p not in known}
+            if new:
+                await self.session.record_touched(Touched(turn=self.turn, at=now_iso(),
+                                                          files=new))  # fmt: skip
 
     def _record(self, paths: Sequence[str], snapshot: bool) -> None:
         if snapshot and not self.snapshot_tried:

@@ -35,7 +35,7 @@ from ..protocol import types as t
 from ..sessions.records import Checkpoint, Rewind, now_iso
 from ..sessions.session import Session
 from ..sessions.transcript import rewind_message
-from ..sessions.turnlog import TurnMark
+from ..sessions.turnlog import UNKNOWN, TurnMark
 from ..tools.base import within
 
 if TYPE_CHECKING:
@@ -248,8 +248,11 @@ async def _report(session: Session, step: Step, title: str, status: Any, *,
 async def _confirm(sv: Services, session: Session, conflicts: list[Step]) -> set[str]:
     """The conflicting paths the user says to put back anyway."""
     names = {_display(session, s.path): s.path for s in conflicts}
+    cut = any(s.expected.kind == UNKNOWN.kind for s in conflicts)
     message = (f"{len(names)} file(s) changed after the agent's turn: {', '.join(names)}. "
-               "Put them back anyway? Those not chosen are kept as they are now.")  # fmt: skip
+               + ("(A turn was cut short before its end was recorded: what it left there "
+                  "is not known.) " if cut else "")
+               + "Put them back anyway? Those not chosen are kept as they are now.")  # fmt: skip
     if "form" in elicitation_modes(sv.client.capabilities):
         field = t.MultiSelectPropertySchema(
             title="Put back anyway", default=[],

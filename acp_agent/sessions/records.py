@@ -171,6 +171,16 @@ class Checkpoint(_Record, tag="checkpoint"):
     files: list[FileChange]
 
 
+class Touched(_Record, tag="touched"):
+    """What a turn is about to change, recorded (made durable) before it does: each path
+    and what it was. A turn cut short (the agent killed mid-turn) leaves these without a
+    :class:`Checkpoint`; ``/undo`` can still put those paths back."""
+
+    turn: str
+    at: str
+    files: dict[str, FileState]
+
+
 class Undone(_Record, tag="undone"):
     """Checkpoints taken back (``/undo``, ``/rewind``) or dropped (over the size cap)."""
 
@@ -228,6 +238,7 @@ Record: TypeAlias = (
     | ClientTitle
     | Archived
     | Checkpoint
+    | Touched
     | Undone
     | Rewind
 )

@@ -35,6 +35,7 @@ from .records import (
     Roots,
     Settings,
     Steer,
+    Touched,
     TruncateHistory,
     TurnEnd,
     Undone,
@@ -143,6 +144,8 @@ def restore(records: Iterable[Record]) -> State:
             state.turnlog.rewritten()
         elif isinstance(record, Checkpoint):
             state.turnlog.checkpoint(record)
+        elif isinstance(record, Touched):
+            state.turnlog.touch(record)
         elif isinstance(record, Undone):
             state.turnlog.took_back(record)
         elif isinstance(record, Rewind):

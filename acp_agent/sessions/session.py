@@ -37,6 +37,7 @@ from .records import (
     Rewind,
     Roots,
     Settings,
+    Touched,
     TruncateHistory,
     TurnEnd,
     Undone,
@@ -330,6 +331,14 @@ class Session:
             log.touch(cwd=self.cwd, additional_directories=list(self.additional_directories))
         log.append(Prompt(message_id=message_id, blocks=blocks, at=at, history=len(self.history)))
         return message_id
+
+    async def record_touched(self, record: Touched) -> None:
+        """What the turn is about to change: durable before it changes (so ``/undo``
+        can put it back even if the agent is killed before the turn ends)."""
+        self.turnlog.touch(record)
+        if self.log is not None:
+            self.log.append(record)
+            await self.log.durable()
 
     def record_checkpoint(self, checkpoint: Checkpoint) -> None:
         """What the turn changed in the workspace (before its end is recorded)."""

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .records import Checkpoint, Rewind, Undone
+from .records import Checkpoint, FileChange, FileState, Rewind, Touched, Undone
+
+#: What a path became is not known: its turn was cut short before its checkpoint.
+UNKNOWN = FileState(kind="unknown")
 
 
 @dataclass(slots=True)
@@ -48,7 +51,25 @@ class TurnLog:
                 del self.marks[index:]
 
     def checkpoint(self, record: Checkpoint) -> None:
-        self.checkpoints.append(record)
+        """A turn's checkpoint (in the place of what it touched, if it was told so)."""
+        index = next((i for i, c in enumerate(self.checkpoints) if c.turn == record.turn), None)
+        if index is None:
+            self.checkpoints.append(record)
+        else:
+            self.checkpoints[index] = record
+
+    def touch(self, record: Touched) -> None:
+        """Paths a turn is about to change: until its checkpoint comes (if it ever does: a
+        turn cut short), a checkpoint of those paths, what they became unknown."""
+        index = next((i for i, c in enumerate(self.checkpoints) if c.turn == record.turn), None)
+        known = {} if index is None else {c.path: c for c in self.checkpoints[index].files}
+        for path, before in record.files.items():
+            known.setdefault(path, FileChange(path=path, before=before, after=UNKNOWN))
+        provisional = Checkpoint(turn=record.turn, at=record.at, files=list(known.values()))
+        if index is None:
+            self.checkpoints.append(provisional)
+        else:
+            self.checkpoints[index] = provisional
 
     def took_back(self, record: Undone) -> None:
         self.undone.update(record.turns)
