@@ -96,19 +96,23 @@ def estimate_tokens(messages: list[Message], system: str = "") -> int:
     """A rough token count (about four characters a token, plus the wrapping each part
     gets on the wire; an image counts as 400 characters): for deciding when to make room,
     never for billing."""
-    chars = len(system)
-    for m in messages:
-        chars += 40 * len(m.parts) + 20  # the JSON each part and message is wrapped in
-        for p in m.parts:
-            if isinstance(p, TextPart | ThinkingPart):
-                chars += len(p.text)
-            elif isinstance(p, ToolCallPart):
-                chars += len(p.name) + len(msgspec.json.encode(p.arguments))
-            elif isinstance(p, ReasoningPart):
-                chars += sum(map(len, p.summary)) + 400
-            else:
-                chars += 400
-    return max(1, chars // 4)
+    return max(1, (len(system) + sum(map(message_chars, messages))) // 4)
+
+
+def message_chars(m: Message) -> int:
+    """What one message adds to :func:`estimate_tokens`, in characters (a session keeps
+    the sum as its history grows: ``Session.history_tokens``)."""
+    chars = 40 * len(m.parts) + 20  # the JSON each part and message is wrapped in
+    for p in m.parts:
+        if isinstance(p, TextPart | ThinkingPart):
+            chars += len(p.text)
+        elif isinstance(p, ToolCallPart):
+            chars += len(p.name) + len(msgspec.json.encode(p.arguments))
+        elif isinstance(p, ReasoningPart):
+            chars += sum(map(len, p.summary)) + 400
+        else:
+            chars += 400
+    return chars
 
 
 # --------------------------------------------------------------------------- stubs

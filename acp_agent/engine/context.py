@@ -62,7 +62,7 @@ def context_estimate(session: Session) -> int:
     """Tokens the next request will carry, at least: the provider's count of the last
     one, or an estimate (history, system prompt, tools) when that is larger (new results
     since)."""
-    estimate = estimate_tokens(session.history) + session.frame_tokens
+    estimate = session.history_tokens() + session.frame_tokens
     return max(session.usage.context_tokens, estimate)
 
 

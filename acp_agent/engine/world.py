@@ -139,4 +139,5 @@ def request_of(ctx: TurnContext) -> ModelRequest:
         thinking=thinking,  # type: ignore[arg-type]
         max_tokens=max(MIN_ANSWER_TOKENS, min(ctx.model.max_output_tokens, room)),
         cache_key=session.id if ctx.limits.prompt_cache else None,
+        history_cache=session.history_cache,
     )

@@ -12,9 +12,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ..conversation import (
     AssistantMessage,
     ImagePart,
+    Message,
     RedactedThinkingPart,
     TextPart,
     ThinkingPart,
@@ -28,6 +31,7 @@ from ._sdk import (
     REHEARSAL,
     Ahead,
     Origin,
+    Posted,
     connect_ahead,
     failed,
     parse_tool_arguments,
@@ -50,6 +54,7 @@ from .base import (
     ToolCallStarted,
     UsageReport,
 )
+from .history import encoded
 from .models import model_info
 from .registry import has_auth_header
 
@@ -158,10 +163,27 @@ class AnthropicProvider:
         return await connect_ahead(self._ensure_client(), f"/v1/models/{path_segment(self.model)}")
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The request's parameters, converted whole (what :meth:`request_body` encodes)."""
+        return self._params(request, to_anthropic_messages(request))
+
+    def request_body(self, request: ModelRequest) -> bytes:
+        """The body sent: :meth:`request_params` encoded, the history's earlier messages
+        taken from the conversation's cache (:mod:`.history`); the turns that carry cache
+        breakpoints are marked on copies and encoded now."""
+        history = encoded(request.history_cache, "messages", request.messages,
+                          anthropic_history, _opens_group)  # fmt: skip
+        if request.cache_key is None:
+            return _encode(self._params(request, msgspec.Raw(history.array())))
+        tail = history.tail(_holds_breakpoints)
+        params = self._params(request, history.vendor(tail))
+        params["messages"] = msgspec.Raw(history.array(tail, more=_encode(params["messages"])))
+        return _encode(params)
+
+    def _params(self, request: ModelRequest, messages: Any) -> dict[str, Any]:
         max_tokens = request.max_tokens or self._default_max_tokens
         params: dict[str, Any] = {
             "model": self.model,
-            "messages": to_anthropic_messages(request),
+            "messages": messages,
             "stream": True,
         }
         if request.system:
@@ -195,7 +217,7 @@ class AnthropicProvider:
 
     def _stream(self, request: ModelRequest, client: AsyncAnthropic) -> AsyncIterator[StreamEvent]:
         async def open_stream() -> EventStream[AEvent]:
-            raw = client.messages.with_streaming_response.create(**self.request_params(request))
+            raw = Posted(client, "/v1/messages", self.request_body(request))
             return await EventStream(raw, AEvent, anthropic_event).open()
 
         return relay(open_stream, _EventAssembler(), self.origin)
@@ -331,42 +353,69 @@ def mark_cache_breakpoints(params: dict[str, Any]) -> None:
        results) than the API looks back from a breakpoint (about 20);
     4. the last block of the newest message: written now, read by the next request.
 
-    Never on thinking blocks or empty text (the API rejects both); at most four.
+    Never on thinking blocks or empty text (the API rejects both); four at most, by
+    construction. Marked blocks are copies, and so are the lists and messages holding
+    them: what ``params`` holds may be shared (a conversation's kept messages).
     """
-    marked: list[dict[str, Any]] = []
     if tools := params.get("tools"):
-        marked.append(tools[-1])
+        params["tools"] = [*tools[:-1], {**tools[-1], "cache_control": _ephemeral()}]
     if system := params.get("system"):
-        params["system"] = [{"type": "text", "text": system}]
-        marked.append(params["system"][0])
-    messages: list[dict[str, Any]] = params["messages"]
+        params["system"] = [{"type": "text", "text": system, "cache_control": _ephemeral()}]
+    messages: list[dict[str, Any]] = list(params["messages"])
+    params["messages"] = messages
     if messages:
-        previous = next((m for m in reversed(messages[:-1]) if m["role"] == "user"), None)
-        for message in (previous, messages[-1]):
-            block = _last_cacheable(message) if message is not None else None
-            if block is not None:
-                marked.append(block)
-    for block in marked[-MAX_BREAKPOINTS:]:  # four at most by construction
-        block["cache_control"] = {"type": "ephemeral"}
+        last = len(messages) - 1
+        previous = next((i for i in range(last - 1, -1, -1) if messages[i]["role"] == "user"),
+                        None)  # fmt: skip
+        for i in (previous, last):
+            if i is not None:
+                messages[i] = _marked(messages[i])
 
 
-def _last_cacheable(message: dict[str, Any]) -> dict[str, Any] | None:
-    for block in reversed(message["content"]):
+def _ephemeral() -> dict[str, str]:
+    return {"type": "ephemeral"}
+
+
+def _marked(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with a breakpoint on its last cacheable block (a copy), if it has one."""
+    content: list[dict[str, Any]] = message["content"]
+    for i in range(len(content) - 1, -1, -1):
+        block = content[i]
         if block["type"] in _UNCACHEABLE or (block["type"] == "text" and not block["text"]):
             continue
-        return block  # type: ignore[no-any-return]
-    return None
+        marked = {**block, "cache_control": _ephemeral()}
+        return {**message, "content": [*content[:i], marked, *content[i + 1 :]]}
+    return message
+
+
+def _holds_breakpoints(messages: list[dict[str, Any]]) -> bool:
+    """Whether a tail of the messages holds both marked turns (the last, the previous
+    user turn)."""
+    return any(m["role"] == "user" for m in messages[:-1])
 
 
 # --------------------------------------------------------------------------- history
 
 
+_encode = msgspec.json.Encoder().encode
+
+
 def to_anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
     """History as Messages API turns: roles alternate, so consecutive tool results and
     user messages merge into one user turn (tool results first, as the API wants)."""
+    return anthropic_history(request.messages)
+
+
+def _opens_group(message: Message) -> bool:
+    """Where the conversion starts afresh: an assistant turn that is sent (what follows
+    cannot merge into what came before it)."""
+    return isinstance(message, AssistantMessage) and bool(_assistant_content(message))
+
+
+def anthropic_history(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     results: list[dict[str, Any]] | None = None  # the open user turn of tool results
-    for message in request.messages:
+    for message in messages:
         if isinstance(message, UserMessage):
             results = None
             content = _content(message.parts)

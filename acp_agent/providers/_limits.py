@@ -119,7 +119,11 @@ def fit_output(request: ModelRequest, limits: ServerLimits | None) -> ModelReque
     window the server enforces; ``max_tokens=None`` stays (the server then fills the rest)."""
     if limits is None or not limits.exact or request.max_tokens is None:
         return request
-    prompt = estimate_tokens(request.messages, request.system) * 4 // 3
+    cache = request.history_cache
+    if cache is not None:
+        prompt = cache.tokens(request.messages, request.system) * 4 // 3
+    else:
+        prompt = estimate_tokens(request.messages, request.system) * 4 // 3
     prompt += len(msgspec.json.encode(request.tools)) // 3 if request.tools else 0
     room = max(1, limits.context_window - prompt)
     if request.max_tokens <= room:

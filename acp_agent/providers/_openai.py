@@ -20,6 +20,7 @@ import msgspec
 from ..conversation import (
     AssistantMessage,
     ImagePart,
+    Message,
     TextPart,
     ToolCallPart,
     ToolResultMessage,
@@ -33,7 +34,8 @@ from ._sdk import (
     REHEARSAL,
     Ahead,
     Origin,
-    as_sent,
+    Posted,
+    body_of,
     connect_ahead,
     failed,
     parse_tool_arguments,
@@ -54,6 +56,7 @@ from .base import (
     ToolCallStarted,
     UsageReport,
 )
+from .history import encoded
 from .registry import has_auth_header
 
 if TYPE_CHECKING:
@@ -227,9 +230,22 @@ class OpenAIProvider:
         return fit_output(request, self._limits)
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The request's parameters, converted whole (what :meth:`request_body` encodes)."""
+        return self._params(request, to_openai_messages(request))
+
+    def request_body(self, request: ModelRequest) -> bytes:
+        """The body sent: :meth:`request_params` encoded, the history's earlier messages
+        taken from the conversation's cache (:mod:`.history`)."""
+        history = encoded(request.history_cache, "chat", request.messages, openai_history,
+                          _opens_group)  # fmt: skip
+        head = _encode([_system(request.system)]) if request.system else b""
+        messages = msgspec.Raw(history.array(head=head))
+        return _encode(body_of(self._params(request, messages)))
+
+    def _params(self, request: ModelRequest, messages: Any) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
-            "messages": to_openai_messages(request),
+            "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -267,9 +283,7 @@ class OpenAIProvider:
 
     def _stream(self, request: ModelRequest, client: AsyncOpenAI) -> AsyncIterator[StreamEvent]:
         async def open_stream() -> EventStream[Chunk]:
-            params = self.request_params(request)
-            arguments = as_sent(params, model=self.model, messages=[], stream=True)
-            raw = client.chat.completions.with_streaming_response.create(**arguments)
+            raw = Posted(client, "/chat/completions", self.request_body(request))
             return await EventStream(raw, Chunk, openai_event).open()
 
         return relay(open_stream, _ChunkAssembler(), self.origin)
@@ -386,12 +400,28 @@ def _usage(u: Usage) -> UsageReport:
 # --------------------------------------------------------------------------- history
 
 
+_encode = msgspec.json.Encoder().encode
+
+
 def to_openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    head = [_system(request.system)] if request.system else []
+    return head + openai_history(request.messages)
+
+
+def _system(text: str) -> dict[str, Any]:
+    return {"role": "system", "content": text}
+
+
+def _opens_group(message: Message) -> bool:
+    """Where the conversion starts afresh: any message but a tool result (images of a run
+    of tool results follow the run)."""
+    return not isinstance(message, ToolResultMessage)
+
+
+def openai_history(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    if request.system:
-        out.append({"role": "system", "content": request.system})
     images: list[dict[str, Any]] = []  # from tool results: sent after the run of tool messages
-    for message in request.messages:
+    for message in messages:
         if images and not isinstance(message, ToolResultMessage):
             out.append({"role": "user", "content": images})
             images = []

@@ -35,6 +35,7 @@ import msgspec
 from ..conversation import (
     AssistantMessage,
     ImagePart,
+    Message,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -43,7 +44,7 @@ from ..conversation import (
 )
 from ..errors import ProviderStreamError
 from ._openai import OpenAIProvider
-from ._sdk import as_sent, parse_tool_arguments, relay
+from ._sdk import Posted, body_of, parse_tool_arguments, relay
 from ._wire import EventStream, REvent, RResponse, RUsage, responses_event
 from .base import (
     Finished,
@@ -58,6 +59,7 @@ from .base import (
     ToolCallStarted,
     UsageReport,
 )
+from .history import encoded
 from .models import is_reasoning_model, takes_custom_tools
 
 if TYPE_CHECKING:
@@ -79,7 +81,19 @@ class ResponsesProvider(OpenAIProvider):
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         custom = self.custom_tools(request)
-        items = to_responses_input(request, self.name, custom)
+        return self._params(request, to_responses_input(request, self.name, custom), custom)
+
+    def request_body(self, request: ModelRequest) -> bytes:
+        if not request.tools:  # the functions its calls name are declared: rare, whole
+            return _encode(body_of(self.request_params(request)))
+        source, custom = self.name, self.custom_tools(request)
+        key = f"responses:{source}:{','.join(sorted(custom))}"
+        history = encoded(request.history_cache, key, request.messages,
+                          lambda messages: responses_items(messages, source, custom),
+                          _any)  # fmt: skip
+        return _encode(body_of(self._params(request, msgspec.Raw(history.array()), custom)))
+
+    def _params(self, request: ModelRequest, items: Any, custom: set[str]) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
             "input": items,
@@ -117,8 +131,7 @@ class ResponsesProvider(OpenAIProvider):
 
     def _stream(self, request: ModelRequest, client: AsyncOpenAI) -> AsyncIterator[StreamEvent]:
         async def open_stream() -> EventStream[REvent]:
-            arguments = as_sent(self.request_params(request), model=self.model, stream=True)
-            raw = client.responses.with_streaming_response.create(**arguments)
+            raw = Posted(client, "/responses", self.request_body(request))
             return await EventStream(raw, REvent, responses_event).open()
 
         return relay(open_stream, _ResponsesAssembler(self.name), self.origin)
@@ -280,22 +293,35 @@ def _usage(u: RUsage) -> UsageReport:
 # --------------------------------------------------------------------------- history
 
 
+_encode = msgspec.json.Encoder().encode
+
+
 def to_responses_input(
     request: ModelRequest, source: str, custom: set[str] | None = None
 ) -> list[dict[str, Any]]:
     """History as Responses input items. ``source``: the provider's name; reasoning items
     of other models are left out (no other model can read them). ``custom``: the tools
     offered as custom tools (their calls and outputs go back as custom ones)."""
+    return responses_items(request.messages, source, custom)
+
+
+def _any(message: Message) -> bool:
+    return True  # every message's items are its own
+
+
+def responses_items(
+    messages: list[Message], source: str, custom: set[str] | None = None
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     custom_calls: set[str] = set()
-    for message in request.messages:
+    for message in messages:
         if isinstance(message, UserMessage):
             content = [_input_part(p) for p in message.parts]
             out.append({"type": "message", "role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
             out.extend(_assistant_items(message, source, custom or set(), custom_calls))
-        else:
-            kind = "custom_tool_call_output" if message.call_id in custom_calls else (
+        else:  # (by the tool's name: a call and its result may be encoded apart)
+            kind = "custom_tool_call_output" if message.name in (custom or ()) else (
                 "function_call_output")  # fmt: skip
             out.append({"type": kind, "call_id": message.call_id, "output": _output(message)})
     return out

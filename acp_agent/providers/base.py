@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 import msgspec
 
 from ..conversation import Message, ToolSpec
+from .history import HistoryCache
 
 ThinkingLevel: TypeAlias = Literal["off", "low", "medium", "high"]
 
@@ -32,6 +33,10 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Prompt caching: a stable id shared by requests that grow one conversation (the
     session's id), or ``None`` for no caching hints. Anthropic marks cache breakpoints only
     when it is set; OpenAI's official endpoint gets it as ``prompt_cache_key``."""
+    history_cache: HistoryCache | None = None
+    """The conversation's (the session's): where providers keep what they made of its
+    earlier messages, for its next request (see :mod:`.history`). ``None``: a request of
+    its own, converted whole."""
 
 
 # --------------------------------------------------------------------------- stream events

@@ -23,9 +23,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..conversation import Message, apply_stubs
+from ..conversation import Message, apply_stubs, message_chars
 from ..protocol import UNSET
 from ..protocol import types as t
+from ..providers.history import HistoryCache
 from ..providers.models import cost
 from .records import (
     AddMessage,
@@ -149,6 +150,10 @@ class Session:
         """The sandbox level ``auto`` mode runs commands at (the ``sandbox`` option)."""
         self.additional_directories = list(additional_directories or [])
         self.history: list[Message] = []
+        self._counted: tuple[list[Message] | None, int, int] = (None, 0, 0)
+        """What :meth:`history_tokens` has counted: (the list, its first messages, chars)."""
+        self.history_cache = HistoryCache()
+        """What the providers keep of the history between requests (``providers.history``)."""
         self.usage = Usage()
         self.title: str | None = None
         self.titled_by_client = False
@@ -215,6 +220,20 @@ class Session:
         self._tool_ids = itertools.count(state.next_tool_id)
         self._message_ids = itertools.count(state.next_message_id)
         self.turnlog = state.turnlog
+
+    def history_tokens(self) -> int:
+        """``estimate_tokens(self.history)``, kept as the history grows: the messages
+        appended since the last call are counted, the rest is not walked again. Any
+        other change (a truncation, stubs, a compaction, a load) starts the count over:
+        those replace the list, or forget the count (:meth:`truncate_history`)."""
+        history = self.history
+        counted, length, chars = self._counted
+        if counted is not history or length > len(history):
+            length = chars = 0
+        if length < len(history):
+            chars += sum(map(message_chars, history[length:]))
+            self._counted = (history, len(history), chars)
+        return max(1, chars // 4)
 
     @property
     def root(self) -> Session:
@@ -294,6 +313,7 @@ class Session:
         """Drop the history from ``length`` on (a refused prompt leaves the context)."""
         del self.history[length:]
         self.turnlog.rewritten(length)
+        self._counted = (None, 0, 0)
         if self.log is not None:
             self.log.append(TruncateHistory(length=length))
 
