@@ -142,9 +142,12 @@ class Conversation(RuleBasedStateMachine):
                                                          min_size=1)))  # fmt: skip
 
     @precondition(lambda self: self.session.history)
-    @rule(data=st.data())
-    def truncate(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), then=st.lists(message, max_size=2))
+    def truncate(self, data: st.DataObject, then: list[Message]) -> None:
+        """A refused prompt leaves the history (and the next may follow before a request)."""
         self.session.truncate_history(data.draw(st.integers(0, len(self.session.history))))
+        for m in then:
+            self.session.add_message(m)
 
     @precondition(lambda self: cut_points(self.session.history))
     @rule(data=st.data(), summary=words)
