@@ -5,9 +5,11 @@
     python tools/bench.py --before REV     # also the agent at revision REV (startup, list, load)
 
 Measures (medians; baselines interleaved with what they are the baseline of):
-  startup     spawn -> ``initialize`` reply, ``session/new``, RSS, of the agent installed
+  startup     spawn -> ``initialize`` reply, the first and the second ``session/new``, RSS,
+              of the agent installed
               from a wheel built from this checkout, against tools/minimal_agent.py (the
-              cheapest Python ACP agent) on the same interpreter
+              cheapest Python ACP agent) on the same interpreter; ``--before``: the
+              earlier revision's wheel too
   stream      CPU per text delta and deltas/s through the real SDKs against
               tools/bench_server.py, one HTTP frame per SSE event (written and drained one
               by one, as the vendors send) and the whole reply in one frame, against
@@ -17,6 +19,10 @@ Measures (medians; baselines interleaved with what they are the baseline of):
               ``initialize`` (against a warm prompt) and at once (against ``import <sdk>``)
   coalesce    ACP_AGENT_COALESCE_CHUNKS off and on: updates per reply, CPU, deltas/s
   concurrent  50 sessions of one process streaming at once, against one session alone
+  prompt      agent CPU per prompt at 5 and at 1,000 turns of history, and the minimal
+              relay's (bench_prompt.py)
+  warm        the first chunk of a prompt right after another, against the minimal relay's
+  many        short prompts to 50 and 200 sessions at once, against one session: CPU per prompt
   list        ``session/list`` over 5,000 and 100,000 stored sessions (bench_store.py)
   load        ``session/load`` of a 10,000-turn session: time and peak RSS
   cancel      ``session/cancel`` -> ``cancelled`` response while streaming
@@ -178,7 +184,7 @@ async def bench_startup(
     prefix: str = "",
     env: dict[str, str] | None = None,
 ) -> dict[str, float]:
-    init_ms, new_ms, rss = [], [], []
+    init_ms, new_ms, second_ms, rss = [], [], [], []
     for _ in range(runs):
         a = Agent(*(cmd or agent_cmd("--state-dir", tmp)), env=env, cwd=tmp)
         t0 = await a.start()
@@ -187,11 +193,15 @@ async def bench_startup(
         t1 = time.perf_counter()
         await a.request("session/new", {"cwd": tmp, "mcpServers": []})
         new_ms.append((time.perf_counter() - t1) * 1000)
+        t2 = time.perf_counter()
+        await a.request("session/new", {"cwd": tmp, "mcpServers": []})
+        second_ms.append((time.perf_counter() - t2) * 1000)
         rss.append(_rss_mb(a.proc.pid))
         await a.close()
     return {
         f"{prefix}spawn_to_initialize_ms": median(init_ms),
         f"{prefix}session_new_ms": median(new_ms),
+        f"{prefix}second_session_new_ms": median(second_ms),
         f"{prefix}peak_rss_mb_idle": median(rss),
     }
 
@@ -407,7 +417,26 @@ def _before(rev: str | None, tmp: str) -> Any:
     return launch
 
 
+def _before_agent(rev: str | None, tmp: str) -> Any:
+    """``(vendor, port) ->`` the agent at git revision ``rev`` against the benchmark
+    server, or ``None``."""
+    if not rev:
+        return None
+    import bench_stream
+
+    root = _export(rev, tmp)
+
+    def make(vendor: str, port: int) -> Agent:
+        model, path = bench_stream.VENDORS[vendor]
+        return Agent(sys.executable, "-m", "acp_agent", "--state-dir", tmp, "--model", model,
+                     "--base-url", f"http://127.0.0.1:{port}{path}",
+                     env={**bench_stream.KEYS, "PYTHONPATH": root}, cwd=root)  # fmt: skip
+
+    return make
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    import bench_prompt
     import bench_store
     import bench_stream
     from bench_summary import install_wheel
@@ -443,6 +472,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             out.update(await bench_stream.bench_coalesce(b, max(3, args.runs // 4), args.chunks))
         if only in (None, "concurrent"):
             out.update(await bench_stream.bench_concurrent(b, max(3, args.runs // 4)))
+        if only in (None, "prompt"):
+            before_agent = _before_agent(args.before, tmp)
+            out.update(await bench_prompt.bench_per_prompt(b, max(5, args.runs),
+                                                           before=before_agent))  # fmt: skip
+        if only in (None, "warm"):
+            out.update(await bench_prompt.bench_warm_first_chunk(b, max(5, args.runs)))
+        if only in (None, "many"):
+            out.update(await bench_prompt.bench_many_sessions(b, max(3, args.runs // 4)))
         before = _before(args.before, tmp)
         if only in (None, "list"):
             launch = lambda *extra: Agent(*agent_cmd(*extra))  # noqa: E731
@@ -494,11 +531,11 @@ def main() -> None:
     )
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--chunks", type=int, default=20_000)
-    measures = ["startup", "stream", "first", "coalesce", "concurrent", "list", "load", "cancel",
-                "exit", "encode", "sse", "cost", "context", "sandbox", "search", "output",
-                "cache", "serve"]  # fmt: skip
+    measures = ["startup", "stream", "first", "coalesce", "concurrent", "prompt", "warm", "many",
+                "list", "load", "cancel", "exit", "encode", "sse", "cost", "context", "sandbox",
+                "search", "output", "cache", "serve"]  # fmt: skip
     p.add_argument("--only", choices=measures)
-    p.add_argument("--before", help="git revision to compare start-up, list and load with")
+    p.add_argument("--before", help="git revision to compare start-up, prompt, list and load with")
     args = p.parse_args()
     _prepare()
     from bench_summary import machine, summary

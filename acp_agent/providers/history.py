@@ -23,6 +23,7 @@ and format in memory (two formats at most are kept).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
@@ -69,10 +70,8 @@ class Encoded:
         same = common_prefix(self._messages, messages)
         if same == len(messages) == len(self._messages):
             return
-        # the groups another group follows within the common part are final
-        kept = 0
-        while kept + 1 < len(self._first) and self._first[kept + 1] < same:
-            kept += 1
+        # final: the groups another group follows within the common part
+        kept = max(0, bisect_left(self._first, same) - 1)
         start = self._first[kept] if kept < len(self._first) else 0
         del self._first[kept:], self._vendor[kept:], self._ends[kept:]
         del self._json[self._ends[-1] if self._ends else 0 :]
