@@ -76,7 +76,7 @@ class TestStoreAmend:
         assert (meta.title, meta.titled_by_client) == ("Named", True)
         assert meta.updated_at == "2999-01-01T00:00:00.000Z"
         assert json.loads(log_lines(store)[-1])["r"] == "client_title"
-        on_disk = json.loads(Path(store.meta_path("sess_1")).read_text())
+        on_disk = json.loads(Path(store.meta_path("sess_1")).read_text().splitlines()[-1])
         assert on_disk["title"] == "Named" and on_disk["titled_by_client"] is True
         store.amend("sess_1", Archived(archived=True, at=now_iso()))
         assert [m.id for m in store.page(archived="only")[0]] == ["sess_1"]
@@ -112,7 +112,7 @@ class TestStoreAmend:
         os.unlink(store.meta_path("sess_1"))
         meta = store.amend("sess_1", Archived(archived=True, at=now_iso()))
         assert meta.archived and meta.cwd == header().cwd
-        assert json.loads(Path(store.meta_path("sess_1")).read_text())["archived"] is True
+        assert json.loads(Path(store.meta_path("sess_1")).read_text().splitlines()[-1])["archived"] is True
 
     def test_unknown_and_owned_sessions(self, state_dir: str) -> None:
         store = stored(state_dir)
@@ -146,7 +146,7 @@ def test_an_open_session_amends_through_its_log(state_dir: str) -> None:
     assert (meta.title, meta.titled_by_client, meta.archived) == ("Live", True, True)
     writer.close()
     store.writer.wait()
-    assert Meta(**json.loads(Path(store.meta_path("sess_open")).read_text())).archived
+    assert Meta(**json.loads(Path(store.meta_path("sess_open")).read_text().splitlines()[-1])).archived
 
 
 def shown(i: int, archived: ArchiveFilter) -> bool:

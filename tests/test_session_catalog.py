@@ -82,7 +82,9 @@ def files(state_dir: str) -> dict[str, tuple[int, int]]:
 
 
 def meta_file(state_dir: str, sid: str) -> dict[str, Any]:
-    return json.loads((Path(state_dir) / "sessions" / f"{sid}.meta.json").read_text())  # type: ignore[no-any-return]
+    """The entry a meta file holds: its last line (a turn's end appends one)."""
+    text = (Path(state_dir) / "sessions" / f"{sid}.meta.json").read_text()
+    return json.loads(text.splitlines()[-1])  # type: ignore[no-any-return]
 
 
 class TestSetTitle:

@@ -283,8 +283,20 @@ def encode_meta(meta: Meta) -> bytes:
 
 
 def decode_meta(data: bytes) -> Meta:
-    """Raises ``msgspec.DecodeError``."""
-    return _meta_decoder().decode(data)
+    """A meta file's entry: its last line that decodes (a turn's end appends the entry as
+    it is then, ``Store.refresh_meta``; a line cut by a crash is passed over). Raises
+    ``msgspec.DecodeError`` when none does."""
+    decoder = _meta_decoder()
+    try:
+        return decoder.decode(data)  # one entry, the file as written whole
+    except msgspec.DecodeError:
+        if b"\n" not in data:
+            raise
+    for line in reversed(data.split(b"\n")):
+        if line.strip():
+            with contextlib.suppress(msgspec.DecodeError):
+                return decoder.decode(line)
+    raise msgspec.DecodeError("no entry in the meta file")
 
 
 def parse(data: bytes, where: str = "session log") -> list[Record]:

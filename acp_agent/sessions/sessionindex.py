@@ -188,6 +188,19 @@ class SessionIndex:
         except (OSError, sqlite3.Error) as exc:
             log.warning("the session index cannot be written", error=str(exc))
 
+    def refresh(self, meta: Meta) -> None:
+        """The store appended ``meta`` to its session's meta file (``Store.refresh_meta``:
+        no entry of the directory changed): the row follows, in one transaction. A
+        process killed between the two leaves the row an entry behind its file until a
+        reconciliation finds the file's version changed. Never raises."""
+        with self._lock:
+            try:
+                db = self._current()
+                with _transaction(db):
+                    self._put(db, meta, self._version(meta.id))
+            except (OSError, sqlite3.Error) as exc:
+                log.warning("the session index cannot be written", error=str(exc))
+
     # ------------------------------------------------------------------ reconciling
 
     def _reconcile(self, db: sqlite3.Connection) -> None:

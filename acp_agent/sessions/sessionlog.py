@@ -132,7 +132,8 @@ class SessionLog:
         await asyncio.wrap_future(self.sync())
 
     def touch(self, **changes: object) -> None:
-        """Update the index entry (``title``, ``updated_at``, ``cwd``, ...) and rewrite it."""
+        """Update the index entry (``title``, ``updated_at``, ``cwd``, ...) and store it
+        (appended to the meta file: ``Store.refresh_meta``)."""
         for name, value in changes.items():
             setattr(self.meta, name, value)
         if self._open:
@@ -153,7 +154,7 @@ class SessionLog:
         try:
             if self._file.deleted():
                 return  # deleted (by session/delete, maybe in another process): stay gone
-            self.store.write_meta(meta)
+            self.store.refresh_meta(meta)
         except OSError as exc:
             self._file.failed("index", exc)
         else:

@@ -3,9 +3,12 @@
 Layout under ``<state>/sessions/``::
 
     <id>.jsonl       the log: a header, then one record per line, appended as events happen
-    <id>.meta.json   what ``session/list`` shows (cwd, roots, title, updatedAt), replaced
-                     atomically (temp file + ``os.replace``) when a turn ends; derived
-                     from the log when missing (a session never prompted, a crash)
+    <id>.meta.json   what ``session/list`` shows (cwd, roots, title, updatedAt): written
+                     atomically (temp file + ``os.replace``), then the entry as it stands
+                     appended as a line when a turn ends (the last line that decodes is
+                     the entry; past ``META_APPEND_LIMIT`` bytes the file is written
+                     anew); derived from the log when missing (a session never
+                     prompted, a crash)
 
 Crash safety: every record is one complete line written by a single ``os.write`` on an
 ``O_APPEND`` descriptor, so a process killed at any instant loses at most the line being
@@ -71,6 +74,8 @@ __all__ = [
 ]
 
 PAGE_SIZE = 50
+#: A meta file larger than this (bytes) is written anew rather than appended to.
+META_APPEND_LIMIT = 16 * 1024
 ArchiveFilter = Literal["exclude", "include", "only"]
 """Which sessions a listing shows: not archived (the default), all, archived only."""
 
@@ -91,6 +96,10 @@ class Index(Protocol):
 
     def change(self, session_id: str, apply: Callable[[], None], meta: Meta | None) -> None:
         """Run the store's change ``apply`` to a session; ``meta``: its entry after."""
+        ...
+
+    def refresh(self, meta: Meta) -> None:
+        """A session's meta file had ``meta`` appended (its directory is unchanged)."""
         ...
 
     def page(
@@ -270,6 +279,30 @@ class Store:
             os.replace(tmp, self.meta_path(meta.id))
 
         self._change(meta.id, replace, meta)
+
+    def refresh_meta(self, meta: Meta) -> None:
+        """The entry of a session changed (a turn ended): appended to its meta file as a
+        line (one ``write``: no new file, no rename, no directory change, which on ext4
+        cost 0.45 ms of CPU a turn), and its index row updated; the file is written anew
+        (:meth:`write_meta`) when there is none yet or it has grown past
+        :data:`META_APPEND_LIMIT`."""
+        try:
+            fd = os.open(self.meta_path(meta.id), os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            self.write_meta(meta)
+            return
+        try:
+            anew = os.fstat(fd).st_size > META_APPEND_LIMIT
+            if not anew:
+                line = b"\n" + encode_meta(meta)
+                if os.write(fd, line) != len(line):
+                    raise OSError(errno.ENOSPC, "the meta file was cut short")
+        finally:
+            os.close(fd)
+        if anew:
+            self.write_meta(meta)
+        elif self.index is not None:
+            self.index.refresh(meta)
 
     def amend(self, session_id: str, record: Record) -> Meta:
         """Append ``record`` to the log of a session no process has open, ``fsync`` it and
