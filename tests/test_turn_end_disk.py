@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -85,3 +86,22 @@ def test_a_meta_file_written_whole_still_reads(state_dir: str) -> None:
     writer.close()
     store.writer.wait()
     assert decode_meta(Path(store.meta_path("sess_1")).read_bytes()).title == "new"
+
+
+def test_a_batch_writes_each_run_to_one_log_at_once() -> None:
+    """The writer joins consecutive writes to one log (a batch from one turn of the
+    loop), in order, and nothing else; a burst of 100,000 joins in one pass."""
+    from acp_agent.sessions.diskwriter import LogFile, _joined
+
+    a, b = LogFile(None, "a"), LogFile(None, "b")
+
+    def other() -> None:
+        return None
+
+    jobs: list[Any] = [(a.write, (b"1",)), (a.write, (b"2",)), (other, ()), (a.write, (b"3",)),
+                       (b.write, (b"4",)), (b.write, (b"5",)), (a.write, (b"6",))]  # fmt: skip
+    assert [(getattr(fn, "__self__", None), args) for fn, args in _joined(jobs)] == [
+        (a, (b"12",)), (None, ()), (a, (b"3",)), (b, (b"45",)), (a, (b"6",))
+    ]
+    ((fn, (data,)),) = _joined([(a.write, (b"x" * 100,))] * 100_000)
+    assert fn == a.write and len(data) == 10_000_000

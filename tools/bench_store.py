@@ -141,16 +141,22 @@ async def bench_list(runs: int, tmp: str, launch: Any, before: Any, median: Any)
     return out
 
 
-async def _load(launch: Any, state: str, sid: str, cwd: str, rss: Any) -> tuple[float, float, int]:
-    """(ms to the response after the replay, peak RSS MB, updates replayed)."""
+async def _load(
+    launch: Any, state: str, sid: str, cwd: str, rss: Any
+) -> tuple[float, float, int, float]:
+    """(ms to the response after the replay, peak RSS MB, updates replayed, ms to the
+    first update)."""
     a = launch("--state-dir", state)
     await a.start()
     await a.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     count = 0
+    first: list[float] = []
 
     def on_update(line: bytes) -> None:
         nonlocal count
         count += 1
+        if not first:
+            first.append(time.perf_counter())
 
     a.on_update = on_update
     t0 = time.perf_counter()
@@ -159,12 +165,14 @@ async def _load(launch: Any, state: str, sid: str, cwd: str, rss: Any) -> tuple[
     peak = rss(a.proc.pid)
     assert "result" in result, result
     await a.close()
-    return elapsed, peak, count
+    return elapsed, peak, count, ((first[0] - t0) * 1000) if first else float("nan")
 
 
 async def bench_load(
     runs: int, tmp: str, launch: Any, before: Any, median: Any, rss: Any, turns: int
 ) -> dict[str, Any]:
+    """The agent (and the one ``before``) against the floor (tools/minimal_load.py:
+    decode the log, encode its updates), in turn."""
     from acp_agent.sessions.store import Store
     from tests.test_session_store import build_session
 
@@ -172,25 +180,32 @@ async def bench_load(
     sid = f"sess_bench_load_{turns}"
     build_session(Store(state), sid, turns, cwd=tmp)
     size = os.path.getsize(os.path.join(state, "sessions", sid + ".jsonl"))
-    times, peaks, old_times, old_peaks = [], [], [], []
-    updates = old_updates = 0
-    for _ in range(runs):
-        elapsed, peak, updates = await _load(launch, state, sid, tmp, rss)
-        times.append(elapsed)
-        peaks.append(peak)
-        if before is not None:
-            elapsed, peak, old_updates = await _load(before, state, sid, tmp, rss)
-            old_times.append(elapsed)
-            old_peaks.append(peak)
+
+    def floor(*extra: str) -> Any:
+        agent = launch(*extra)
+        agent.args = (sys.executable, str(ROOT / "tools/minimal_load.py"), state)
+        return agent
+
+    seen: dict[str, list[tuple[float, float, int, float]]] = {"": [], "floor_": []}
+    if before is not None:
+        seen["before_"] = []
+    for run in range(runs):
+        order = list(seen)[:: 1 if run % 2 else -1]
+        for name in order:
+            who = {"": launch, "floor_": floor, "before_": before}[name]
+            seen[name].append(await _load(who, state, sid, tmp, rss))
     key = f"load_{turns // 1000}k_turns"
-    out: dict[str, Any] = {
-        f"{key}_log_mb": size / 1e6,
-        f"{key}_replayed_updates": updates,
-        f"{key}_ms": median(times),
-        f"{key}_peak_rss_mb": median(peaks),
-    }
-    if old_times:
-        assert old_updates == updates, (old_updates, updates)
-        out[f"{key}_before_ms"] = median(old_times)
-        out[f"{key}_before_peak_rss_mb"] = median(old_peaks)
+    out: dict[str, Any] = {f"{key}_log_mb": size / 1e6,
+                           f"{key}_replayed_updates": seen[""][0][2]}  # fmt: skip
+    for name, samples in seen.items():
+        out[f"{key}_{name}ms"] = median([s[0] for s in samples])
+        out[f"{key}_{name}peak_rss_mb"] = median([s[1] for s in samples])
+        out[f"{key}_{name}first_update_ms"] = median([s[3] for s in samples])
+    out[f"{key}_over_floor"] = median(
+        [x[0] / y[0] for x, y in zip(seen[""], seen["floor_"], strict=True)]
+    )
+    if before is not None:
+        out[f"{key}_before_over_floor"] = median(
+            [x[0] / y[0] for x, y in zip(seen["before_"], seen["floor_"], strict=True)]
+        )
     return out

@@ -111,12 +111,17 @@ class DiskWriter:
 def _joined(jobs: list[_Job]) -> list[_Job]:
     """``jobs`` with each run of writes to one log made one write."""
     out: list[_Job] = []
+    run: list[bytes] = []  # the data of the run of writes ending ``out``
     for fn, args in jobs:
-        last = out[-1] if out else None
-        if last is not None and last[0] == fn and getattr(fn, "__func__", None) is LogFile.write:
-            out[-1] = (fn, (last[1][0] + args[0],))
-        else:
-            out.append((fn, args))
+        if run and out[-1][0] == fn:
+            run.append(args[0])
+            continue
+        if len(run) > 1:
+            out[-1] = (out[-1][0], (b"".join(run),))
+        run = [args[0]] if getattr(fn, "__func__", None) is LogFile.write else []
+        out.append((fn, args))
+    if len(run) > 1:
+        out[-1] = (out[-1][0], (b"".join(run),))
     return out
 
 
