@@ -112,7 +112,8 @@ class TestStoreAmend:
         os.unlink(store.meta_path("sess_1"))
         meta = store.amend("sess_1", Archived(archived=True, at=now_iso()))
         assert meta.archived and meta.cwd == header().cwd
-        assert json.loads(Path(store.meta_path("sess_1")).read_text().splitlines()[-1])["archived"] is True
+        last = Path(store.meta_path("sess_1")).read_text().splitlines()[-1]
+        assert json.loads(last)["archived"] is True
 
     def test_unknown_and_owned_sessions(self, state_dir: str) -> None:
         store = stored(state_dir)
@@ -146,7 +147,8 @@ def test_an_open_session_amends_through_its_log(state_dir: str) -> None:
     assert (meta.title, meta.titled_by_client, meta.archived) == ("Live", True, True)
     writer.close()
     store.writer.wait()
-    assert Meta(**json.loads(Path(store.meta_path("sess_open")).read_text().splitlines()[-1])).archived
+    last = Path(store.meta_path("sess_open")).read_text().splitlines()[-1]
+    assert Meta(**json.loads(last)).archived
 
 
 def shown(i: int, archived: ArchiveFilter) -> bool:

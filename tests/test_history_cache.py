@@ -18,8 +18,8 @@ from acp_agent.conversation import (
     AssistantMessage,
     ImagePart,
     Message,
-    RedactedThinkingPart,
     ReasoningPart,
+    RedactedThinkingPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -58,17 +58,17 @@ assistant_part = st.one_of(
     st.builds(ThinkingPart, words, st.one_of(st.none(), st.just("sig"))),
     st.builds(RedactedThinkingPart, st.just("opaque")),
     st.builds(ReasoningPart, st.just("rs_1"), st.just("enc"), st.lists(words, max_size=1),
-              st.sampled_from(["openai:gpt-5", "openai:o3"])),  # fmt: skip
+              st.sampled_from(["openai:gpt-5", "openai:o3"])),
     st.builds(ToolCallPart, call_ids, st.sampled_from(["read_file", "run"]),
-              st.dictionaries(st.sampled_from("pq"), st.integers(0, 9), max_size=2)),  # fmt: skip
+              st.dictionaries(st.sampled_from("pq"), st.integers(0, 9), max_size=2)),
 )
 message: st.SearchStrategy[Message] = st.one_of(
     st.builds(UserMessage, st.lists(st.one_of(st.builds(TextPart, words), image), min_size=1,
-                                    max_size=2)),  # fmt: skip
+                                    max_size=2)),
     st.builds(AssistantMessage, st.lists(assistant_part, max_size=3)),
     st.builds(ToolResultMessage, call_ids, st.sampled_from(["read_file", "run"]),
               st.lists(st.one_of(st.builds(TextPart, words), image), max_size=2),
-              st.booleans()),  # fmt: skip
+              st.booleans()),
 )
 
 
@@ -149,7 +149,7 @@ class Conversation(RuleBasedStateMachine):
         for m in then:
             self.session.add_message(m)
 
-    @precondition(lambda self: cut_points(self.session.history))
+    @precondition(lambda self: bool(cut_points(self.session.history)))
     @rule(data=st.data(), summary=words)
     def compact(self, data: st.DataObject, summary: str) -> None:
         history = self.session.history
@@ -207,7 +207,8 @@ def test_every_format_from_one_cache_matches_scratch() -> None:
     for i in range(12):
         history += [UserMessage([TextPart(f"q{i}")]),
                     AssistantMessage([ToolCallPart(f"c{i}", "run", {"n": i})]),
-                    ToolResultMessage(f"c{i}", "run", [TextPart("out"), ImagePart("aGk=", "image/png")])]  # fmt: skip
+                    ToolResultMessage(f"c{i}", "run",
+                                      [TextPart("out"), ImagePart("aGk=", "image/png")])]
         for name in sorted(PROVIDERS)[i % 3 :]:
             request = ModelRequest(system="sys", messages=list(history), cache_key="s",
                                    history_cache=cache)  # fmt: skip

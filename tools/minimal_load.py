@@ -42,8 +42,9 @@ def replay(path: str, sid: str, out: int) -> None:
                 if kind == "update":
                     updates = [record["update"]]
                 elif kind == "prompt":
+                    mid = record["message_id"]
                     updates = [{"sessionUpdate": "user_message_chunk", "content": b,
-                                "messageId": record["message_id"]} for b in record["blocks"]]  # fmt: skip
+                                "messageId": mid} for b in record["blocks"]]
                 else:
                     continue
                 for update in updates:

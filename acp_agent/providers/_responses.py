@@ -81,7 +81,8 @@ class ResponsesProvider(OpenAIProvider):
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         custom = self.custom_tools(request)
-        return self._params(request, to_responses_input(request, self.name, custom), custom)
+        items = to_responses_input(request, self.name, custom)
+        return self._responses_params(request, items, custom)
 
     def request_body(self, request: ModelRequest) -> bytes:
         if not request.tools:  # the functions its calls name are declared: rare, whole
@@ -91,9 +92,12 @@ class ResponsesProvider(OpenAIProvider):
         history = encoded(request.history_cache, key, request.messages,
                           lambda messages: responses_items(messages, source, custom),
                           _any)  # fmt: skip
-        return _encode(body_of(self._params(request, msgspec.Raw(history.array()), custom)))
+        items = msgspec.Raw(history.array())
+        return _encode(body_of(self._responses_params(request, items, custom)))
 
-    def _params(self, request: ModelRequest, items: Any, custom: set[str]) -> dict[str, Any]:
+    def _responses_params(
+        self, request: ModelRequest, items: Any, custom: set[str]
+    ) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
             "input": items,

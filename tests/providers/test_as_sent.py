@@ -59,7 +59,7 @@ async def server() -> AsyncIterator[FakeLLMServer]:
         (
             "anthropic._base_client",
             lambda url: AnthropicProvider("claude-sonnet-4-5", api_key="k", base_url=url,
-                                          timeout=WAIT),  # fmt: skip
+                                          timeout=WAIT),
         ),
     ],
     ids=["chat", "responses", "messages"],
