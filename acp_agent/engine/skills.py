@@ -49,7 +49,8 @@ from msgspec import Meta
 
 from ..conversation import estimate_tokens
 from ..errors import ToolError
-from ..sessions.session import Session, SkillEntry
+from ..sessions.offers import SkillEntry
+from ..sessions.session import Session
 from ..tools.base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 from .gitstate import repo_root
 from .projectfiles import Refused, config_dir, read_project_text

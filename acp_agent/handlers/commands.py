@@ -34,7 +34,8 @@ from ..mcp import PromptError
 from ..protocol import UNSET
 from ..protocol import types as t
 from ..providers.registry import FAMILIES, missing_key, spec
-from ..sessions.session import PromptCommand, Session
+from ..sessions.offers import PromptCommand
+from ..sessions.session import Session
 from .options import mode_ids, mode_refusal, switch_mode, switch_model
 from .undo import rewind, undo
 

@@ -27,9 +27,10 @@ from ..escaping import escaped
 from ..mcp import McpHub
 from ..protocol import UnsetType
 from ..protocol import types as t
+from ..sessions.offers import ClientPrompt
 from ..sessions.records import Archived, Checkpoint, Header, Roots, Undone, bulk, now_iso
 from ..sessions.replay import restore, scan
-from ..sessions.session import ClientPrompt, Session, new_session_id
+from ..sessions.session import Session, new_session_id
 from ..sessions.store import valid_id
 from ..sessions.transcript import Pair, Uses, load_batches
 from .auth import require_key

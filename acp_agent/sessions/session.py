@@ -20,14 +20,14 @@ import itertools
 import os
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from ..conversation import Message, apply_stubs, message_chars
 from ..protocol import UNSET
 from ..protocol import types as t
 from ..providers.history import HistoryCache
 from ..providers.models import cost
+from .offers import ClientPrompt, PromptCommand, SkillEntry
 from .records import (
     AddMessage,
     Checkpoint,
@@ -57,35 +57,6 @@ if TYPE_CHECKING:
     from ..providers.models import ModelInfo
 
 Emit = Callable[[str, t.SessionUpdate], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class ClientPrompt:
-    """A client's ``systemPrompt``: ``append`` or ``override``, and its text (kept in the
-    log as an ``Instructions`` record; ``engine.instructions`` composes it)."""
-
-    mode: str
-    text: str
-
-
-class PromptCommand(Protocol):
-    """A slash command the session offers besides the built-ins (``handlers.commands``
-    loads them): what ``available_commands_update`` lists and what the prompt becomes."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def description(self) -> str: ...
-    @property
-    def hint(self) -> str | None: ...
-    def expand(self, arguments: str) -> str: ...
-
-
-class SkillEntry(PromptCommand, Protocol):
-    """An Agent Skill (``engine.skills``): a prompt command with a ``SKILL.md``."""
-
-    @property
-    def path(self) -> str: ...
 
 
 class Turn:
