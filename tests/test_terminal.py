@@ -514,3 +514,81 @@ def test_resume_with_an_id_nobody_has_is_one_line(term: Start) -> None:
     t = term("chat", "--resume", "sess_nope")
     assert t.finish() == 2
     assert "acp-agent: --resume sess_nope: no saved session has that id" in t.raw.decode()
+
+
+# ------------------------------------------------------------------ typing during a turn
+
+
+def history_texts(state_dir: str) -> list[str]:
+    """The conversation's messages in the sessions of ``state_dir``, each as JSON text, in
+    the order they joined the history."""
+    found = []
+    for log in sorted(Path(state_dir, "sessions").glob("*.jsonl")):
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("r") == "message":
+                found.append(json.dumps(record))
+    return found
+
+
+def test_enter_steers_the_running_turn_and_tab_queues_the_next_prompt(
+    term: Start, tmp_path: Path, workspace: str, state_dir: str,
+) -> None:
+    wait = "while [ ! -e go.flag ]; do sleep 0.05; done; echo released"
+    env = script(tmp_path, [
+        {"text": "working on it"},
+        {"tool_call": {"name": "run_command", "arguments": {"command": wait}}},
+    ], [{"text": "heard you"}], [{"text": "the queued one ran"}])
+    t = term("chat", "--yes", env=env)
+    t.wait_for(lambda text: "Enter steers it, Tab queues" in text and at_prompt(text))
+    t.type("go")
+    t.wait_for("▶ Run")  # the command runs, waiting for its flag
+    t.key("steer lefx\x7ft")  # typed keys are drawn under the progress, not echoed
+    t.key("\x1b[D")  # an arrow is no text
+    t.wait_for("› steer left▏   Enter steers · Tab queues")
+    t.key("\r")
+    t.wait_for("↳ steered: the model reads it at its next request")
+    t.key("and later this\t")
+    t.wait_for("queued for after this turn: and later this")
+    Path(workspace, "go.flag").touch()
+    t.wait_for(lambda text: text.count("— stop: end_turn") >= 2 and at_prompt(text))
+    screen = t.text()
+    lines = screen.splitlines()
+    assert "> steer left" in lines and "> and later this" in lines  # each shown as said
+    assert screen.index("heard you") < screen.index("> and later this") < screen.index(
+        "the queued one ran")
+    assert "›" not in screen  # the typed line went with the turn's progress
+    t.ctrl_d()
+    assert t.finish() == 0
+    # the steer reached the model after the command's result, before its next answer
+    history = history_texts(state_dir)
+    at = {word: next(i for i, m in enumerate(history) if word in m)
+          for word in ("released", "steer left", "heard you")}
+    assert at["released"] < at["steer left"] < at["heard you"]
+    assert prompts(state_dir) == ["go", "and later this"]
+
+
+def test_a_cancel_puts_the_queued_messages_back_in_the_prompt(
+    term: Start, tmp_path: Path, state_dir: str,
+) -> None:
+    env = script(tmp_path, [{"text": "working on it"}, {"hang": True}],
+                 [{"text": "sent after all"}])
+    t = term("chat", env=env)
+    t.wait_for(at_prompt)
+    t.type("go")
+    t.wait_for("working on it")
+    t.key("first\t")
+    t.wait_for("queued for after this turn: first")
+    t.key("second\t")
+    t.wait_for("queued for after this turn: second")
+    t.key("half typ")
+    t.wait_for("› half typ")
+    t.ctrl_c()
+    t.wait_for("— stop: cancelled")
+    t.wait_for("the queued messages are back in the prompt (Enter sends them)")
+    t.wait_for(lambda text: text.splitlines()[-3:] == ["> first", "  second", "  half typ"])
+    t.key("e\r")
+    t.wait_for(lambda text: "sent after all" in text and at_prompt(text))
+    t.ctrl_d()
+    assert t.finish() == 0
+    assert prompts(state_dir) == ["go", "first\nsecond\nhalf type"]

@@ -10,7 +10,10 @@ During a turn it becomes ``session/cancel`` (the turn ends ``cancelled`` and the
 on); at a permission question it rejects and cancels; a second time during a turn, it
 quits. At the chat's prompt the line editor (:mod:`.lineeditor`) has the keys: Ctrl-C
 clears the line, and quits when pressed twice on an empty one; Ctrl-D on an empty line,
-``exit`` or ``quit`` quit. Mistakes and signals end in one line and a non-zero status,
+``exit`` or ``quit`` quit. While a chat's turn runs, what is typed is drawn under its
+progress (:mod:`.compose`): Enter steers the turn (``_session/steering``), Tab queues the
+message as the next prompt; queued messages and an unsent line come back in the prompt
+when a turn is cancelled. Mistakes and signals end in one line and a non-zero status,
 never a traceback (``--debug`` shows them).
 
 Exit status (:data:`STOP_STATUS`): 0 when the turn ended ``end_turn``, 3 ``max_tokens``,
@@ -37,6 +40,7 @@ from . import resume
 from ._render import JsonLines, Renderer, Style, View, block_text
 from .checks import Options, UserError, check
 from .client import HumanClient
+from .compose import HINT, Composer
 from .keyboard import Interrupted, Keyboard
 from .lineeditor import Cleared, LineEditor, Quit, open_editor, preload
 from .reach import fatal, probe, unreachable
@@ -129,6 +133,9 @@ class Session:
         self.editor: LineEditor | None = None
         self._main: asyncio.Task[int] | None = None
         self._reach: asyncio.Task[str | None] | None = None
+        self.composer = Composer(self.submit, self.view.draft)
+        self.queued: list[str] = []  # Tab during a turn: the next prompts, in order
+        self._steered: asyncio.Future[None] | None = None  # the last steer sent
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -271,17 +278,22 @@ class Session:
         self.view.note(
             f"acp-agent chat · {self.options.model} · "
             + (f"sandbox {sandbox} · " if sandbox else "")
-            + "/help lists the commands · Ctrl-C cancels a turn · Ctrl-D or `exit` quits",
+            + "/help lists the commands · Ctrl-C cancels a turn · Ctrl-D or `exit` quits"
+            + (f" · {HINT}" if self.composing() else ""),
         )
         while True:
-            try:
-                line = await self.read_prompt()
-            except Interrupted:
-                self.view.line_break()
-                return INTERRUPTED
-            if line is None:
-                return 0
-            text = line.strip()
+            if self.queued:
+                text = self.queued.pop(0)
+                self.view.user(text)
+            else:
+                try:
+                    line = await self.read_prompt(self.composer.take())
+                except Interrupted:
+                    self.view.line_break()
+                    return INTERRUPTED
+                if line is None:
+                    return 0
+                text = line.strip()
             if not text:
                 continue
             if text in QUIT_WORDS:
@@ -290,14 +302,18 @@ class Session:
                 self.show_modes()
                 continue
             self.prompted = True
-            await self.turn(text)
+            result = await self.turn(text)
             assert self.client is not None
             if self.client.eof:
                 return 0
+            if (result is None or result.stop_reason == "cancelled") and self.queued:
+                self.composer.text = "\n".join([*self.queued, self.composer.take()]).strip()
+                self.queued.clear()
+                self.view.note("the queued messages are back in the prompt (Enter sends them)")
 
-    async def read_prompt(self) -> str | None:
-        """The next prompt: from the line editor on a terminal, else the next line;
-        ``None`` at the end (Ctrl-D)."""
+    async def read_prompt(self, default: str = "") -> str | None:
+        """The next prompt: from the line editor on a terminal (starting with ``default``),
+        else the next line; ``None`` at the end (Ctrl-D)."""
         if not self.keyboard.isatty():
             self.keyboard.listen()
             return await self.keyboard.readline()
@@ -307,10 +323,11 @@ class Session:
         try:
             while True:
                 try:
-                    return await self.editor.read()
+                    return await self.editor.read(default)
                 except Cleared:
                     from .lineeditor import QUIT_HINT
 
+                    default = ""
                     self.view.note(QUIT_HINT)
                 except Quit:
                     raise Interrupted from None
@@ -320,13 +337,55 @@ class Session:
     async def turn(self, text: str) -> t.PromptResponse | None:
         assert self.client is not None and self.sid is not None
         self.in_turn, self.cancelling = True, False
+        composing = self.composing()
+        if composing:
+            self.keyboard.compose(self.composer.feed)
         try:
-            return await self.client.prompt(self.sid, text)
+            result = await self.client.prompt(self.sid, text)
         except RemoteError as exc:
             self.view.note(error_line(exc, self.options.command), "error")
             return None
         finally:
             self.in_turn = False
+            if composing:
+                self.keyboard.compose(None)
+        if self._steered is not None:  # a steer the turn's end overtook comes back queued
+            steered, self._steered = self._steered, None
+            await steered
+        return result
+
+    # ------------------------------------------------------------------ typed during a turn
+
+    def composing(self) -> bool:
+        """Keys typed during a turn are read (a chat on a terminal)."""
+        return self.options.command == "chat" and self.keyboard.isatty()
+
+    def submit(self, text: str, steer: bool) -> None:
+        """A line typed during the turn: Enter steers it into the turn (when the agent
+        can be steered), Tab queues it."""
+        if not steer or self.client is None or not self.client.steering or not self.in_turn:
+            self.queued.append(text)
+            self.view.note(f"queued for after this turn: {text}")
+            return
+        before = self._steered
+        self._steered = asyncio.ensure_future(self._steer(text, before))
+
+    async def _steer(self, text: str, before: asyncio.Future[None] | None) -> None:
+        """Send one steer, after the one typed before it (their order is kept)."""
+        if before is not None:
+            await before
+        assert self.client is not None and self.sid is not None
+        try:
+            outcome = await self.client.steer(self.sid, text)
+        except (RemoteError, ConnectionClosed) as exc:
+            outcome = f"failed ({getattr(exc, 'message', exc)})"
+        if outcome == "injected":
+            self.view.user(text)
+            self.view.note("  ↳ steered: the model reads it at its next request")
+            return
+        self.queued.append(text)
+        why = "the turn had ended" if outcome == "promptRequired" else f"steering {outcome}"
+        self.view.note(f"{why}; queued as the next prompt: {text}")
 
     def show_modes(self) -> None:
         modes = self.client.modes if self.client is not None else None

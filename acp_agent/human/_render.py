@@ -191,6 +191,10 @@ class View:
     def end_replay(self) -> None:
         """The replayed exchanges are shown: what they streamed is printed whole."""
 
+    def draft(self, text: str) -> None:
+        """The line typed while a turn runs (:mod:`.compose`), after each key; ``""``
+        when there is none. Drawn only where the turn's progress is (a terminal)."""
+
     def prompt(self) -> None:
         """The chat's prompt, before a line is read."""
 

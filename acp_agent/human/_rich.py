@@ -110,6 +110,7 @@ class RichView(View):
         self.in_turn = False
         self.spinner = Spinner("dots", style="cyan")  # one, so that it turns
         self._ticker: asyncio.Task[None] | None = None
+        self._draft = ""  # typed during the turn (the terminal does not echo it)
 
     # ------------------------------------------------------------------ the live region
 
@@ -155,7 +156,14 @@ class RichView(View):
             parts.append(self._plan(self.plan))
         self.spinner.update(text=self._status())
         parts.append(self.spinner)
+        if self._draft:
+            parts.append(Text.assemble(("› ", "bold cyan"), self._draft, ("▏", "cyan"),
+                                       ("   Enter steers · Tab queues", "dim")))  # fmt: skip
         return Group(*parts)
+
+    def draft(self, text: str) -> None:
+        self._draft = text
+        self._refresh()
 
     def _status(self) -> Text:
         seconds = int(time.monotonic() - self.started)

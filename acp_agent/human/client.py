@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from ..errors import AcpError, InvalidParams
 from ..protocol import UNSET, UnsetType, Wire
+from ..protocol import steering as steer_wire
 from ..protocol import types as t
 from ..rpc.connection import Connection, Route
 from ..rpc.framing import LineSink, LineSource, open_child
@@ -87,6 +88,7 @@ class HumanClient:
         self.session_id: str | None = None
         self.modes: t.SessionModeState | None = None
         self.sandbox: str | None = None
+        self.steering = False  # the agent takes ``_session/steering`` (its initialize says so)
         """The level ``auto`` mode runs commands at (``None``: the agent has no sandbox)."""
         self.on_ask_cancel: Callable[[], None] = lambda: None
         self.eof = False  # Ctrl-D at a question: the chat ends after the turn
@@ -230,13 +232,16 @@ class HumanClient:
             terminal=False,
             session=t.ClientSessionCapabilities(notices=t.NoticeCapabilities()),
         )
-        return await self.conn.request(
+        result = await self.conn.request(
             "initialize",
             t.InitializeRequest(
                 protocol_version=1, client_capabilities=caps, client_info=CLIENT_INFO
             ),
             InitializeResult,
         )
+        steering = result.meta.get("steering") if isinstance(result.meta, dict) else None
+        self.steering = isinstance(steering, dict) and steering.get("supported") is True
+        return result
 
     async def new_session(self, cwd: str) -> str:
         session = await self.conn.request(
@@ -295,6 +300,16 @@ class HumanClient:
             raise
         self.view.finish(result)
         return result
+
+    async def steer(self, session_id: str, text: str) -> str:
+        """Send ``text`` into the session's running turn; the outcome (``injected``;
+        ``promptRequired`` when no turn runs: nothing is started; ``failed``)."""
+        request = steer_wire.SteeringRequest(
+            session_id=session_id, prompt=[t.TextContent(text=text)],
+            meta={"steering": {"idleBehavior": steer_wire.PROMPT_REQUIRED}},
+        )  # fmt: skip
+        result = await self.conn.request(steer_wire.METHOD, request, steer_wire.SteeringResponse)
+        return result.outcome
 
     async def cancel(self, session_id: str) -> None:
         await self.conn.notify("session/cancel", t.CancelNotification(session_id=session_id))

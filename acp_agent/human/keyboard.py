@@ -12,7 +12,9 @@ A question is answered with one key (:meth:`Keyboard.readkey`): the terminal is 
 cbreak mode (no line editing, no echo, Ctrl-C still a signal) for as long as it waits,
 and a read that starts with an escape (an arrow, a function key) is no answer.
 The chat's prompt is the line editor's (``lineeditor``): the keyboard steps aside while
-it reads (:meth:`Keyboard.suspend`) and takes the terminal back after.
+it reads (:meth:`Keyboard.suspend`) and takes the terminal back after. While a chat's turn
+runs, the keys typed go to a composer as they come (:meth:`Keyboard.compose`, cbreak mode,
+unechoed: the view draws the line), except while a question waits for its key.
 
 Other input (a pipe, a file) is read by a daemon thread, line by line, all of it kept; a
 key asked of it is the next line's text.
@@ -27,6 +29,7 @@ import os
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any, TextIO
 
 
@@ -48,6 +51,7 @@ class Keyboard:
         self._listening = False
         self._keys = False  # reading one key (cbreak), not a line
         self._suspended = False
+        self._compose: Callable[[str], None] | None = None
         self.at_eof = False
 
     def isatty(self) -> bool:
@@ -101,6 +105,20 @@ class Keyboard:
             attrs[6][termios.VMIN], attrs[6][termios.VTIME] = 1, 0
         _termios_set(fd, attrs)
 
+    def _quiet(self) -> None:
+        """No read waits: unechoed, in lines, or key by key while composing."""
+        self._echo(False, canonical=self._compose is None)
+
+    def compose(self, handler: Callable[[str], None] | None) -> None:
+        """Hand the keys typed from now on to ``handler`` as they come (``None``: stop).
+        On a terminal only; a read (a question) takes its keys first."""
+        if not self._tty:
+            return
+        self._start()
+        self._compose = handler
+        if not self._listening:
+            self._quiet()
+
     def suspend(self) -> None:
         """Leave the terminal to another reader (the line editor) until :meth:`resume`;
         what was typed before is dropped."""
@@ -152,6 +170,8 @@ class Keyboard:
             self._lines.append(None)
             if self._tty and self._loop is not None:  # a terminal's EOF is not sticky
                 self._loop.remove_reader(self.stream.fileno())
+        elif self._compose is not None and not self._listening:  # typed during a turn
+            self._compose(self._decoder.decode(data))
         elif self._keys and self._tty:  # one key: the first of this read, if a key
             text = self._decoder.decode(data)
             if text and not text.startswith("\x1b"):
@@ -190,7 +210,7 @@ class Keyboard:
         finally:
             self._listening = False
             if self._tty:
-                self._echo(False)
+                self._quiet()
         line = self._lines.popleft()
         if line is None:
             self.at_eof = True
@@ -210,7 +230,7 @@ class Keyboard:
             key = await self.readline()
         finally:
             self._keys = False
-            self._echo(False)
+            self._quiet()
         if key is None:
             self.at_eof = False  # Ctrl-D at a question: no more than a "no"
         return key

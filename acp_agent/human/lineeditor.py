@@ -125,9 +125,10 @@ class LineEditor:
             complete_while_typing=False,
         )
 
-    async def read(self) -> str | None:
+    async def read(self, default: str = "") -> str | None:
+        """The next prompt, its line starting as ``default``."""
         try:
-            text: str = await self.session.prompt_async(handle_sigint=False)
+            text: str = await self.session.prompt_async(handle_sigint=False, default=default)
         except EOFError:
             return None
         except Cleared:

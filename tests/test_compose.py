@@ -1,0 +1,82 @@
+"""Typing during a turn (issue 28, item 3), below the screen: the composer's keys, and the
+keyboard handing keys to it on a real pseudo-terminal while a question still takes its own
+key. The whole chat, steering and queueing, is driven in tests/test_terminal.py."""
+
+from __future__ import annotations
+
+import asyncio
+import termios
+
+from acp_agent.human.compose import Composer
+
+from .limits import WAIT
+from .test_human import Typist
+
+
+class Typed:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bool]] = []
+        self.shown: list[str] = []
+        self.composer = Composer(lambda text, steer: self.sent.append((text, steer)),
+                                 self.shown.append)  # fmt: skip
+
+
+def test_enter_steers_tab_queues_and_the_line_is_edited() -> None:
+    k = Typed()
+    k.composer.feed("fix the tset")
+    k.composer.feed("\x7f\x7f\x7fest")  # backspace three times
+    assert k.shown[-1] == "fix the test"
+    k.composer.feed("\r")
+    assert k.sent == [("fix the test", True)] and k.shown[-1] == ""
+    k.composer.feed("then run\tit all\n")
+    assert k.sent[1:] == [("then run", False), ("it all", True)]
+    k.composer.feed("\r\t   \r")  # nothing typed: nothing sent
+    assert len(k.sent) == 3
+
+
+def test_words_lines_escape_sequences_and_control_keys() -> None:
+    k = Typed()
+    k.composer.feed("one two three\x17")  # Ctrl-W: the last word
+    assert k.composer.text == "one two "
+    k.composer.feed("\x17\x17")
+    assert k.composer.text == ""
+    k.composer.feed("keep\x1b[")  # an arrow split across two reads
+    k.composer.feed("D\x1bOH\x1b[1;5C\x1bx\x01\x02")  # arrows, Home, Ctrl-arrow, Alt-x, Ctrl-A/B
+    assert k.composer.text == "keep"
+    k.composer.feed(" é ✓\x15")  # Ctrl-U: the whole line
+    assert k.composer.text == ""
+    k.composer.feed("not sent")
+    assert k.composer.take() == "not sent" and k.composer.text == "" and k.shown[-1] == ""
+    assert k.sent == []
+
+
+async def test_the_keyboard_hands_keys_over_as_typed_and_a_question_takes_its_key() -> None:
+    typist = Typist(tty=True)
+    kb, fd = typist.keyboard, typist.stream.fileno()
+    got: list[str] = []
+    arrived = asyncio.Event()
+
+    def handler(text: str) -> None:
+        got.append(text)
+        arrived.set()
+
+    kb.compose(handler)
+    mode = termios.tcgetattr(fd)[3]
+    assert not mode & termios.ICANON and not mode & termios.ECHO  # key by key, unechoed
+    typist.type("ab")  # no Enter: the keys arrive all the same
+    await asyncio.wait_for(arrived.wait(), WAIT)
+    assert "".join(got) == "ab"
+    kb.listen()  # a question shows: its key is its own
+    typist.type("y")
+    assert await asyncio.wait_for(kb.readkey(), WAIT) == "y"
+    assert "".join(got) == "ab"
+    assert not termios.tcgetattr(fd)[3] & termios.ICANON  # and composing goes on
+    arrived.clear()
+    typist.type("c")
+    await asyncio.wait_for(arrived.wait(), WAIT)
+    assert "".join(got) == "abc"
+    kb.compose(None)  # the turn ended: lines again, still unechoed
+    mode = termios.tcgetattr(fd)[3]
+    assert mode & termios.ICANON and not mode & termios.ECHO
+    kb.close()
+    typist.close()
