@@ -362,8 +362,9 @@ async def test_idle_http_connections_are_ended(config: Config, workspace: str) -
                 "params": {"protocolVersion": 1}}  # fmt: skip
         r = await http.post(url, json=body)
         connection = r.headers["acp-connection-id"]
-        peer = hub.peers[connection]
-        await peer.closed.wait()  # no stream opened, no request: the reaper ends it
+        peer = hub.peers.get(connection)  # a busy machine may let the reaper win the race
+        if peer is not None:
+            await peer.closed.wait()  # no stream opened, no request: the reaper ends it
         r = await http.get(url, headers={"accept": "text/event-stream",
                                          "acp-connection-id": connection})  # fmt: skip
         assert r.status_code == 410 and "idle" in r.text
