@@ -99,9 +99,13 @@ def normalized_title(title: str) -> str:
 
 async def set_title(sv: Services, p: t.SetSessionTitleRequest) -> t.SetSessionTitleResponse:
     title, at = normalized_title(p.title), now_iso()
+    open_here = sv.sessions.get(p.session_id)
+    if open_here is not None and not open_here.read_only:
+        # marked before the record is made durable: a turn ending meanwhile must
+        # not name the session over the client's title
+        open_here.title, open_here.titled_by_client = title, True
     session = await _record(sv, p.session_id, ClientTitle(title=title, at=at))
     if session is not None:
-        session.title, session.titled_by_client = title, True
         await sv.client.session_update(
             session.id, t.SessionInfoUpdate(title=title, updated_at=at)
         )  # the log holds it already (as the ClientTitle record)
