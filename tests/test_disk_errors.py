@@ -86,3 +86,57 @@ def test_an_index_entry_that_cannot_be_written_is_logged(
     os.unlink(store.root)
     os.rename(moved, store.root)
     assert [type(r) for r in store.read("sess_1")] == [Header, Settings]
+
+
+def test_a_batch_larger_than_the_unsaved_cap_is_written_when_the_disk_is_fine(
+    state_dir: str, agent_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cap bounds what piles up while writing fails, not one loop turn's batch:
+    records appended on a running loop reach the thread as one write of any size."""
+    import asyncio
+
+    from acp_agent.sessions import diskwriter
+
+    monkeypatch.setattr(diskwriter, "MAX_PENDING", 4096)
+    store = Store(state_dir)
+
+    async def burst() -> None:  # one turn of the loop: handed over as one batch
+        writer = store.create(Header(id="sess_1", cwd="/w", created_at=now_iso()))
+        for n in range(200):
+            writer.append(Settings(mode="ask", model=f"model-{n:04}-" + "x" * 40))
+        writer.close()
+
+    asyncio.run(burst())
+    store.writer.barrier().result()
+    models = [r.model for r in store.read("sess_1") if isinstance(r, Settings)]
+    assert len(models) == 200 and models[-1].startswith("model-0199-")
+    assert "cannot write a session log" not in agent_log.read_text()
+
+
+def test_past_the_unsaved_cap_a_failing_log_says_it_is_no_longer_saved(
+    state_dir: str, agent_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from acp_agent.sessions import diskwriter
+
+    monkeypatch.setattr(diskwriter, "MAX_PENDING", 4096)
+    store = Store(state_dir)
+    writer = store.create(Header(id="sess_1", cwd="/w", created_at=now_iso()))
+    writer.sync().result()
+    fd = _fd_of(store.log_path("sess_1"))
+    disk = os.dup(fd)
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        os.dup2(full, fd)  # the disk is full: what follows piles up, then is dropped
+        for n in range(100):
+            writer.append(Settings(mode="plan", model=f"model-{n:04}-" + "x" * 40))
+            writer.sync().result()
+        os.dup2(disk, fd)  # room again: a lost log stays lost (its records have a gap)
+        writer.append(Settings(mode="bypass", model="offline"))
+        writer.close()
+        store.writer.barrier().result()
+    finally:
+        os.close(disk)
+        os.close(full)
+    text = agent_log.read_text()
+    assert "too much unsaved; no longer saved" in text
+    assert not any(isinstance(r, Settings) for r in store.read("sess_1"))

@@ -126,7 +126,7 @@ def _joined(jobs: list[_Job]) -> list[_Job]:
 
 
 #: Bytes kept in memory while a log cannot be written (a full disk); past this the
-#: session is no longer saved, and says so.
+#: session is no longer saved, and says so. A healthy log takes a batch of any size.
 MAX_PENDING = 64 * 1024 * 1024
 
 
@@ -168,10 +168,16 @@ class LogFile:
     def write(self, data: bytes) -> None:
         if self.closed:
             return
-        if len(self._pending) + len(data) > MAX_PENDING:
+        if self._pending and len(self._pending) + len(data) > MAX_PENDING:
+            # the cap bounds what piles up while writing fails; what arrives while the
+            # log is healthy is written however large (one loop turn's batch may be)
             if not self.lost:
                 self.lost = True
-                self.failed("write", OSError(errno.EFBIG, "too much unsaved; no longer saved"))
+                lost = OSError(errno.EFBIG, "too much unsaved; no longer saved")
+                if "write" in self.failing:  # said already that writing fails: now say this
+                    log.error("a session log is no longer saved", session_id=self.name,
+                              error=str(lost))  # fmt: skip
+                self.failed("write", lost)
             return
         self._pending += data
         self._flush()
