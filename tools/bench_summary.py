@@ -29,7 +29,10 @@ def install_wheel(tmp: str, source: Path = ROOT, name: str = "wheel") -> Path:
     shutil.copytree(source, base / "src", ignore=_NOT_SOURCE)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir",
+    # this checkout builds with what is installed here; an earlier revision may name
+    # another build backend (setuptools before hatchling): pip fetches it, isolated
+    isolation = ["--no-build-isolation"] if source == ROOT else []
+    subprocess.run([*pip, "wheel", "--no-deps", *isolation, "--wheel-dir",
                     str(base / "dist"), str(base / "src")], check=True, env=env)  # fmt: skip
     (wheel,) = (base / "dist").glob("*.whl")
     venv = base / "venv"
