@@ -80,7 +80,19 @@ async def resolve(host: str, port: int) -> list[str]:
 
 async def fetch(url: str, settings: WebSettings, *, resolver: Resolver = resolve,
                 transport: Any = None) -> Page:  # fmt: skip
-    """GET ``url``, following redirects; every hop's addresses checked first."""
+    """GET ``url``, following redirects; every hop's addresses checked first. The whole
+    fetch, redirects and a page that trickles in included, takes at most
+    ``settings.timeout`` seconds."""
+    try:
+        async with asyncio.timeout(settings.timeout):
+            return await _fetch(url, settings, resolver, transport)
+    except TimeoutError:
+        raise ToolError(
+            f"cannot fetch {url}: no whole page within {settings.timeout:g} s"
+            " (`[limits] web-timeout`)") from None
+
+
+async def _fetch(url: str, settings: WebSettings, resolver: Resolver, transport: Any) -> Page:
     import httpx
 
     current = httpx.URL(url)
@@ -134,8 +146,10 @@ async def _pinned(url: Any, settings: WebSettings, resolver: Resolver
 
 
 async def _read(response: Any, limit: int) -> tuple[bytes, bool]:
+    """The body, decoded (gzip, deflate: what the request said it accepts), cut at
+    ``limit`` decoded bytes: a small compressed page that expands past it is cut too."""
     body = bytearray()
-    async for chunk in response.aiter_raw():
+    async for chunk in response.aiter_bytes():
         body += chunk
         if len(body) > limit:
             return bytes(body[:limit]), True

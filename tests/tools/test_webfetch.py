@@ -36,7 +36,11 @@ async def site() -> AsyncIterator[WebServer]:
             "/bin": (200, {"content-type": "application/octet-stream"}, b"\x00\x01"),
             "/json": (200, {"content-type": "application/json"}, b'{"a": 1}'),
             "/gone": (404, {"content-type": "text/plain"}, b"no such page"),
+            "/plain": (200, {"content-type": "text/html"}, HTML),
+            "/slow": (200, {"content-type": "text/plain"}, b""),
         })  # fmt: skip
+        server.plain.add("/plain")
+        server.trickle.add("/slow")
         yield server
 
 
@@ -56,6 +60,9 @@ async def test_html_becomes_markdown_with_the_final_url(
     assert [r.path for r in site.requests] == ["/moved", "/doc"]
     assert all(r.host == f"127.0.0.1:{site.port}" for r in site.requests)
     assert out.raw_output["converted"] == "HTML converted to Markdown" and not out.is_error
+    assert "gzip" in site.requests[-1].accept_encoding  # so the page came gzipped, decoded
+    plain = await web.run({"url": f"{site.url}/plain"}, context(fake, ws))
+    assert plain.text.split("\n\n", 1)[1] == out.text.split("\n\n", 1)[1]
     assert (await web.run({"url": f"{site.url}/json"}, context(fake, ws))).text.endswith(
         '{"a": 1}')
 
@@ -72,6 +79,9 @@ async def test_sizes_redirects_and_content_are_bounded(
         await web.run({"url": f"{site.url}/loop"}, context(fake, ws))
     with pytest.raises(ToolError, match=r"application/octet-stream .* not text"):
         await web.run({"url": f"{site.url}/bin"}, context(fake, ws))
+    slow = WebSettings(allow_private=True, timeout=0.5)  # each byte in time, never the page
+    with pytest.raises(ToolError, match=r"no whole page within 0.5 s \(`\[limits\] web-timeout`\)"):
+        await web.run({"url": f"{site.url}/slow"}, context(fake, ws, slow))
     missing = await web.run({"url": f"{site.url}/gone"}, context(fake, ws))
     assert missing.is_error and "Status: 404 (an error page)" in missing.text
     with pytest.raises(ToolError, match="only http and https"):
