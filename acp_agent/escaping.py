@@ -41,8 +41,11 @@ _LINES = _table("\n\t")
 
 def escaped(text: str, *, lines: bool = False) -> str:
     """``text`` with control and bidi characters escaped; with ``lines``, line breaks
-    and tabs are kept (a multi-line command shown as such)."""
-    return text.translate(_LINES if lines else _LINE)
+    (``\r\n`` shown as one) and tabs are kept (a multi-line command, a message, a
+    command's output shown as such)."""
+    if lines:
+        return text.replace("\r\n", "\n").translate(_LINES)
+    return text.translate(_LINE)
 
 
 def escaped_locations(locations: Iterable[t.ToolCallLocation]) -> list[t.ToolCallLocation]:

@@ -293,28 +293,47 @@ async def test_hostile_names_are_escaped_in_titles_locations_and_questions(
 
 
 def test_the_terminal_front_end_shows_titles_and_notices_escaped() -> None:
-    """Whatever an agent sends: titles, questions, notices and command previews are shown
-    escaped, by the plain and the rich renderer alike."""
+    """Whatever an agent sends: titles, questions and their options, notices, plans,
+    diffs' paths, message text and command previews are shown escaped, by the plain and
+    the rich renderer alike."""
     for name, shown in HOSTILE.items():
         out = io.StringIO()
         r = Renderer(out)
         dec = msgspec.json.Decoder(t.SessionNotification)
-        for update in (
+        updates = [
             {"sessionUpdate": "tool_call", "toolCallId": "c", "title": f"Write {name}",
              "status": "completed"},
             {"sessionUpdate": "notice", "severity": "warning", "title": name,
              "description": f"about {name}"},
-        ):  # fmt: skip
-            r.update(dec.decode(json.dumps({"sessionId": "s", "update": update})).update)
+            {"sessionUpdate": "plan", "entries": [{"content": f"edit {name}",
+                                                   "priority": "high", "status": "pending"}]},
+            {"sessionUpdate": "tool_call", "toolCallId": "d", "title": "Write a file",
+             "status": "completed", "content": [{"type": "diff", "path": f"/w/{name}",
+                                                 "oldText": "a\n", "newText": "b\n"}]},
+        ]  # fmt: skip
+        if "\n" not in name:  # text keeps its line breaks: the rest is escaped in it too
+            updates.append({"sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": f"I wrote {name}."}})  # fmt: skip
+        console = Console(file=io.StringIO(), width=200, color_system=None)
+        rich = RichView(console)
+        for update in updates:
+            decoded = dec.decode(json.dumps({"sessionId": "s", "update": update})).update
+            r.update(decoded)
+            rich.update(decoded)
+        rich.finish(t.PromptResponse(stop_reason="end_turn"))
+        r.finish(t.PromptResponse(stop_reason="end_turn"))
         req = t.RequestPermissionRequest(session_id="s", options=[], tool_call=t.ToolCallUpdate(
             tool_call_id="c", title=f"Write {name}", raw_input={"command": f"cat {name}"}))
         r.err = io.StringIO()
-        r.question(req, [("a", "Allow once")])
-        console = Console(file=io.StringIO(), width=200, color_system=None)
-        RichView(console).question(req, [("a", "Allow once")])
-        screens = [out.getvalue(), r.err.getvalue(), console.file.getvalue()]  # type: ignore[attr-defined]
+        r.question(req, [("a", "Allow once"), ("A", f"Always allow writing {name}")])
+        asked = Console(file=io.StringIO(), width=200, color_system=None)
+        RichView(asked).question(req, [("a", "Allow once"), ("A", f"Always allow writing {name}")])
+        screens = [out.getvalue(), r.err.getvalue(), asked.file.getvalue(),  # type: ignore[attr-defined]
+                   console.file.getvalue()]  # type: ignore[attr-defined]  # fmt: skip
         for screen in screens:
             assert name not in screen and shown in screen, screen
+        assert screens[0].count(shown) >= 5 - ("\n" in name)  # title, notice, plan, diff, text
+        assert f"Always allow writing {shown}" in screens[1] and shown in screens[2]
         if "\n" not in name:  # a command keeps its line breaks in the preview
             assert f"$ cat {shown}" in screens[2]
 

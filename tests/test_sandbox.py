@@ -30,11 +30,12 @@ from .tools.raw import Raw
 PROBE = Path(__file__).with_name("sandbox_probe.py")
 ALL = ("write_inside", "modify_inside", "write_tmp", "read_outside", "write_outside",
        "modify_outside", "write_through_link", "write_through_dotdot", "write_git_config",
-       "read_hidden", "read_state", "connect_loopback")  # fmt: skip
+       "write_nested_git_config", "write_nested_git_hook", "write_nested_repo", "read_hidden",
+       "read_state", "connect_loopback")  # fmt: skip
 EXPECTED = {
     "off": dict.fromkeys(ALL, True),
     "workspace-write": {**dict.fromkeys(ALL, False), "write_inside": True, "modify_inside": True,
-                        "write_tmp": True, "read_outside": True},
+                        "write_tmp": True, "read_outside": True, "write_nested_repo": True},
     "read-only": {**dict.fromkeys(ALL, False), "write_tmp": True, "read_outside": True},
 }  # fmt: skip
 run = Raw(RunCommand())
@@ -71,6 +72,9 @@ class Place:
         assert (self.outside / "existing.txt").read_text() == "outside\n"
         assert sorted(p.name for p in self.outside.iterdir()) == ["existing.txt"]
         assert "probe" not in (self.ws / ".git" / "config").read_text()
+        nested = self.ws / "vendor" / "lib" / ".git"
+        assert "probe" not in (nested / "config").read_text()
+        assert list((nested / "hooks").iterdir()) == []
         self.listener.setblocking(False)
         with pytest.raises(BlockingIOError):  # nobody connected
             self.listener.accept()
@@ -84,6 +88,9 @@ def place(tmp_path: Path, state_dir: str) -> Iterator[Place]:
     for d in (ws / ".git", outside, hidden):
         d.mkdir(parents=True)
     (ws / ".git" / "config").write_text("[core]\n")
+    (ws / "vendor" / "lib" / ".git" / "hooks").mkdir(parents=True)  # a repository inside
+    (ws / "vendor" / "lib" / ".git" / "config").write_text("[core]\n")
+    (ws / "vendor" / "lib" / "code.py").write_text("x = 1\n")
     (ws / "existing.txt").write_text("inside\n")
     (ws / "link-out").symlink_to(outside)
     (outside / "existing.txt").write_text("outside\n")
@@ -134,8 +141,8 @@ async def test_what_a_command_may_do_at_each_level(
     place: Place, level: str, terminal: bool
 ) -> None:
     """workspace-write: writes inside the roots only (never through a link or `..` out
-    of them, never `.git/config`), no hidden path, no network; read-only: not even the
-    roots; off: everything (the probe can tell)."""
+    of them, never a `.git`, the root's or a nested repository's), no hidden path, no
+    network; read-only: not even the roots; off: everything (the probe can tell)."""
     assert await probe(place, level, terminal) == EXPECTED[level]
     if level != "off":
         place.untouched()
@@ -418,3 +425,22 @@ async def test_always_for_a_sandboxed_command_never_covers_it_unsandboxed(
     assert always == "Always allow `echo x` (sandboxed: read-only)"
 
 
+
+
+def test_nested_repositories_are_found_without_following_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from acp_agent.tools import sandbox
+
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    for d in (root / ".git", root / "a" / "b" / ".git", root / "c", elsewhere / ".git"):
+        d.mkdir(parents=True)
+    (root / "c" / ".git").write_text("gitdir: ../.git/worktrees/c\n")  # a worktree's file
+    (root / "link").symlink_to(elsewhere)  # not followed: outside the root anyway
+    found = sandbox.nested_git(str(root))
+    assert sorted(found) == [str(root / "a" / "b" / ".git"), str(root / "c" / ".git")]
+    (root / "d" / ".git").mkdir(parents=True)  # created later: the creator's own
+    assert sandbox.nested_git(str(root)) == found
+    assert len(sandbox._walk_for_git(str(root))) == 3  # a walk now sees it
+    monkeypatch.setattr(sandbox, "NESTED_GIT_WALK", 1)
+    assert sandbox._walk_for_git(str(root)) == []  # bounded: the root's entries only

@@ -258,7 +258,8 @@ class Renderer(View):
                 self._switch(None)
                 self._write(self.side, self.s.bold("Plan") + "\n")
                 for e in entries:
-                    self._write(self.side, f"  {PLAN_MARK.get(e.status, '[?]')} {e.content}\n")
+                    mark = PLAN_MARK.get(e.status, "[?]")
+                    self._write(self.side, f"  {mark} {escaped(e.content)}\n")
             case t.ToolCall() | t.ToolCallUpdateSessionUpdate():
                 assert tracked is not None
                 self._tool(*tracked)
@@ -346,7 +347,8 @@ class Renderer(View):
 
 def question_choices(choices: list[tuple[str, str]]) -> str:
     """``[a] Allow once, [A] Always allow `ls`, ... (Ctrl-C: reject and cancel)``."""
-    return ", ".join(f"[{key}] {name}" for key, name in choices) + " (Ctrl-C: reject and cancel)"
+    shown = ", ".join(f"[{key}] {escaped(name)}" for key, name in choices)
+    return shown + " (Ctrl-C: reject and cancel)"
 
 
 class JsonLines(View):
@@ -389,21 +391,23 @@ class JsonLines(View):
 
 def diff_lines(item: t.Diff, show: Callable[[str], str] = str) -> list[str]:
     """A unified diff of the edit; ``a/``, ``b/`` before a path ``show`` made relative
-    (git's way), an absolute path as it is (a new file: ``/dev/null`` before it)."""
+    (git's way), an absolute path as it is (a new file: ``/dev/null`` before it); the
+    path and the lines escaped (:func:`~acp_agent.escaping.escaped`)."""
     old = (item.old_text or "").splitlines(keepends=True)
     new = item.new_text.splitlines(keepends=True)
-    path = show(item.path)
+    path = escaped(show(item.path))
     before, after = (path, path) if os.path.isabs(path) else ("a/" + path, "b/" + path)
     if not isinstance(item.old_text, str):
         before = "/dev/null"
     lines = difflib.unified_diff(old, new, before, after)
-    return [line.rstrip("\n") for line in lines]
+    return [escaped(line.rstrip("\n"), lines=True) for line in lines]
 
 
 def block_text(block: t.ContentBlock) -> str:
+    """A content block as the terminal shows it: text escaped, line breaks kept."""
     match block:
         case t.TextContent(text=text):
-            return text
+            return escaped(text, lines=True)
         case t.ResourceLink(name=name, uri=uri):
-            return f"[{name}]({uri})"
+            return f"[{escaped(name)}]({escaped(uri)})"
     return f"[{type(block).__struct_config__.tag}]"  # image, audio, resource

@@ -278,7 +278,7 @@ class RichView(View):
         for e in entries:
             mark, style = PLAN_MARK.get(e.status, ("?", "default"))
             lines.append(f"\n {mark} ", style=style)
-            lines.append(e.content, style="dim" if e.status == "completed" else style)
+            lines.append(escaped(e.content), style="dim" if e.status == "completed" else style)
         return lines
 
     def finish(self, result: t.PromptResponse) -> None:
@@ -312,7 +312,7 @@ class RichView(View):
         if preview is not None:
             self._print(Padding(preview, (0, 0, 0, 2)))
         for key, name in choices:
-            self._print(Text.assemble("  ", (f"[{key}]", "bold cyan"), f" {name}"))
+            self._print(Text.assemble("  ", (f"[{key}]", "bold cyan"), f" {escaped(name)}"))
         self._print(Text("  Press a key (Ctrl-C: reject and cancel): ", style="cyan"), end="")
 
     def answered(self, name: str) -> None:

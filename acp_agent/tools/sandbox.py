@@ -5,10 +5,11 @@ the wrapped command line, so its terminal applies the same fence).
 
 Levels: ``read-only`` (reads anywhere, writes only a private
 temporary directory, no network), ``workspace-write`` (also the session's roots and
-the configured ``writable`` paths; the ``.git`` of each root stays read-only unless
-configured), ``off`` (nothing: the command runs as the user). Hidden paths (the agent's
-state directory, stored credentials, the configured ``hide``) appear empty. The network
-is off at both sandboxed levels unless the policy allows it.
+the configured ``writable`` paths; the ``.git`` of each root, and of every repository
+found inside the roots, stays read-only unless configured), ``off`` (nothing: the
+command runs as the user). Hidden paths (the agent's state directory, stored
+credentials, the configured ``hide``) appear empty. The network is off at both
+sandboxed levels unless the policy allows it.
 
 Backend: **bubblewrap** (``bwrap``, Linux): the command runs in new mount, PID, network,
 IPC and UTS namespaces (``--unshare-all``), with every capability dropped, in a session
@@ -32,6 +33,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias
+
+from .. import log
 
 Level: TypeAlias = Literal["read-only", "workspace-write", "off"]
 
@@ -63,10 +66,53 @@ class Policy:
         return f"{self.level}: it may write only {writes}, with {net}"
 
     def protected(self) -> list[str]:
-        """What stays read-only inside the writable places: each root's ``.git``."""
+        """What stays read-only inside the writable places: each root's ``.git``, and
+        that of every repository found inside the roots (:func:`nested_git`)."""
         if self.level != "workspace-write" or self.git_writable:
             return []
-        return [g for r in self.roots if os.path.lexists(g := os.path.join(r, ".git"))]
+        own = [g for r in self.roots if os.path.lexists(g := os.path.join(r, ".git"))]
+        return own + [g for r in self.roots for g in nested_git(r) if os.path.lexists(g)]
+
+
+#: Directories a search for nested repositories visits at most, per root.
+NESTED_GIT_WALK = 100_000
+_nested: dict[str, tuple[str, ...]] = {}
+_nested_lock = threading.Lock()
+
+
+def nested_git(root: str) -> tuple[str, ...]:
+    """The ``.git`` (a directory, or a worktree's or submodule's file) of every repository
+    below ``root``, not its own: found once per root and process, by a walk that follows
+    no links and visits at most :data:`NESTED_GIT_WALK` directories (a repository a
+    command creates later is that command's own)."""
+    with _nested_lock:
+        found = _nested.get(root)
+        if found is None:
+            found = _nested[root] = tuple(_walk_for_git(root))
+        return found
+
+
+def _walk_for_git(root: str) -> list[str]:
+    out: list[str] = []
+    stack, visited = [root], 0
+    while stack:
+        directory = stack.pop()
+        visited += 1
+        if visited > NESTED_GIT_WALK:
+            log.warning("nested repositories searched in part only", root=root,
+                        directories=NESTED_GIT_WALK)  # fmt: skip
+            break
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name == ".git":
+                        if directory != root:
+                            out.append(entry.path)
+                    elif entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return out
 
 
 class Backend(Protocol):
