@@ -46,6 +46,7 @@ def enabled(level: str) -> bool:
 def _get() -> Any:
     global _logger
     if _logger is None:
+        # structlog, on the first log line only: off the way to `initialize`
         import structlog
 
         _logger = structlog.wrap_logger(

@@ -10,7 +10,7 @@ import ast
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -127,7 +127,7 @@ def edges(module: str) -> Iterator[tuple[str, str]]:
     """``(kind, imported)`` for every package module ``module`` imports: ``top`` (at import
     time), ``types`` (under ``TYPE_CHECKING``) or ``lazy`` (inside a function)."""
 
-    def visit(nodes: list[ast.stmt], kind: str) -> Iterator[tuple[str, str]]:
+    def visit(nodes: Sequence[ast.AST], kind: str) -> Iterator[tuple[str, str]]:
         for node in nodes:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 yield from visit(node.body, "types")
@@ -138,12 +138,11 @@ def edges(module: str) -> Iterator[tuple[str, str]]:
                 yield from ((kind, target) for target in _resolve(module, node))
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 yield from visit(node.body, "lazy")
-            else:
-                yield from visit([n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt)],
-                                 kind)  # fmt: skip
+            else:  # every node: imports sit in `except` handlers and `match` cases too
+                yield from visit(list(ast.iter_child_nodes(node)), kind)
 
     tree = ast.parse(MODULES[module].read_text())
-    yield from ((k, m) for k, m in visit(tree.body, "top") if m != module)
+    yield from ((k, m) for k, m in visit(list(tree.body), "top") if m != module)
 
 
 EDGES = {m: sorted(set(edges(m))) for m in MODULES}
@@ -312,3 +311,44 @@ def test_a_preset_is_one_module_and_one_registry_line() -> None:
             if any(s == family or s.startswith(f"{family}:") for s in strings):
                 named.append(module)
         assert named == [], family
+
+
+def late_imports_without_a_reason(module: str) -> list[int]:
+    """The lines of ``module``'s function-level imports with no comment saying why: on
+    the import's line, or on the line above the run of imports it belongs to."""
+    lines = MODULES[module].read_text().splitlines()
+    tree = ast.parse("\n".join(lines))
+    found: list[int] = []
+
+    def said(first: int, last: int) -> bool:
+        span = lines[first - 2 : last] if first >= 2 else lines[:last]
+        above = span[0] if first >= 2 else ""  # a comment line, or a `try:` with one
+        return "#" in above or any("#" in line for line in span[1:])
+
+    def visit(node: ast.AST, inside: bool) -> None:
+        body: list[ast.AST] = list(ast.iter_child_nodes(node))
+        run: list[ast.stmt] = []
+        for child in [*body, None]:
+            if inside and isinstance(child, ast.Import | ast.ImportFrom):
+                run.append(child)
+                continue
+            if run:
+                first, last = run[0].lineno, run[-1].end_lineno or run[-1].lineno
+                if not said(first, last):
+                    found.append(first)
+                run = []
+            if child is not None:
+                visit(child, inside or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
+
+    visit(tree, False)
+    return found
+
+
+def test_a_late_import_says_why() -> None:
+    """An import inside a function (a dependency's, the standard library's or ours) says
+    why in a comment: what it keeps off the way to ``initialize``, or which optional
+    dependency it waits for. The process edge (``cli``, ``server``) defers everything,
+    as its docstrings say."""
+    missing = {m: lines for m in MODULES if LAZY_ALLOWED.get(unit(m)) != "*"
+               if (lines := late_imports_without_a_reason(m))}  # fmt: skip
+    assert missing == {}

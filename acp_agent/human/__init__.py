@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,7 @@ from .checks import Options, UserError, check
 from .client import HumanClient
 from .compose import HINT, Composer
 from .keyboard import Interrupted, Keyboard
-from .lineeditor import Cleared, LineEditor, Quit, open_editor, preload
+from .lineeditor import QUIT_HINT, Cleared, LineEditor, Quit, open_editor, preload
 from .reach import fatal, probe, unreachable
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ def main(command: str, args: Any, config: Config, agent_args: list[str]) -> int:
         return INTERRUPTED
     except Exception as exc:
         if options.debug:
+            # only with --debug
             import traceback
 
             traceback.print_exc()
@@ -86,9 +88,8 @@ def main(command: str, args: Any, config: Config, agent_args: list[str]) -> int:
 def make_view(options: Options) -> View:
     if options.json:
         return JsonLines(sys.stdout)
-    import os
-
     if sys.stdout.isatty() and os.environ.get("TERM") != "dumb":
+        # rich's renderer (heavy): only on a terminal
         from ._rich import RichView
 
         return RichView()
@@ -325,8 +326,6 @@ class Session:
                 try:
                     return await self.editor.read(default)
                 except Cleared:
-                    from .lineeditor import QUIT_HINT
-
                     default = ""
                     self.view.note(QUIT_HINT)
                 except Quit:

@@ -111,6 +111,7 @@ def check_model(config: Config, base_url_flag: str | None) -> None:
             )
             raise UserError(f"{source} {url!r} is not an http(s) URL: {fix}")
     if family.name == "offline" and config.offline_script:
+        # the offline model's script reader: only when a script is set
         from ..providers._offline import ScriptError, load_script
 
         source = (

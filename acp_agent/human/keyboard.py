@@ -90,6 +90,7 @@ class Keyboard:
         """Echo on or off; ``canonical=False``: cbreak (keys arrive one by one, unechoed)."""
         if self._saved is None:
             return
+        # POSIX only (no termios on Windows): used on a terminal alone
         import termios
 
         fd = self.stream.fileno()
@@ -236,6 +237,7 @@ class Keyboard:
         return key
 
     def _discard_typeahead(self) -> None:
+        # POSIX only (no termios on Windows): used on a terminal alone
         import termios
 
         with contextlib.suppress(termios.error, OSError):
@@ -252,6 +254,7 @@ class Keyboard:
 
 
 def _termios_get(fd: int) -> list[Any] | None:
+    # POSIX only (no termios on Windows): used on a terminal alone
     import termios
 
     try:
@@ -261,6 +264,7 @@ def _termios_get(fd: int) -> list[Any] | None:
 
 
 def _termios_set(fd: int, attrs: list[Any]) -> None:
+    # POSIX only (no termios on Windows): used on a terminal alone
     import termios
 
     with contextlib.suppress(termios.error, OSError):

@@ -77,6 +77,7 @@ class LineEditor:
     ``None`` for Ctrl-D, and raises :class:`Cleared` / :class:`Quit` for Ctrl-C."""
 
     def __init__(self, history: str | None) -> None:
+        # prompt_toolkit (heavy): only for a chat on a terminal (`preload` starts it early)
         from prompt_toolkit import PromptSession
         from prompt_toolkit.filters import is_searching
         from prompt_toolkit.formatted_text import FormattedText

@@ -81,6 +81,7 @@ class _Channel:
 
     async def pump(self, from_sdk: Any) -> None:
         """Forward what the SDK writes until it closes its side."""
+        # the MCP SDK (heavy): only once a server is configured
         from mcp_types import JSONRPCNotification, JSONRPCRequest
 
         async for item in from_sdk:
@@ -104,6 +105,7 @@ class _Channel:
                 active.task.cancel()  # the outer request gets its $/cancel_request
 
     async def _forward(self, outer: str, message: JSONRPCRequest) -> None:
+        # the MCP SDK (heavy): only once a server is configured
         from mcp.shared.message import SessionMessage
         from mcp_types import INTERNAL_ERROR
 
@@ -130,6 +132,7 @@ class _Channel:
             _routes.pop(outer, None)
 
     def notification(self, note: t.MessageMcpNotification) -> None:
+        # the MCP SDK (heavy): only once a server is configured
         from mcp.shared.message import SessionMessage
         from mcp_types import JSONRPCNotification
 
@@ -154,6 +157,7 @@ class _Channel:
 
 
 def _reply(inner_id: str | int, answer: t.MessageMcpResponseAny) -> JSONRPCResponse | JSONRPCError:
+    # the MCP SDK (heavy): only once a server is configured
     from mcp_types import INTERNAL_ERROR, JSONRPCResponse
 
     if not isinstance(answer.result, UnsetType):
@@ -166,6 +170,7 @@ def _reply(inner_id: str | int, answer: t.MessageMcpResponseAny) -> JSONRPCRespo
 
 
 def _error(inner_id: str | int, code: int, message: str, data: Any = None) -> JSONRPCError:
+    # the MCP SDK (heavy): only once a server is configured
     from mcp_types import ErrorData, JSONRPCError
 
     return JSONRPCError(jsonrpc="2.0", id=inner_id,
@@ -175,6 +180,7 @@ def _error(inner_id: str | int, code: int, message: str, data: Any = None) -> JS
 @contextlib.asynccontextmanager
 async def acp_transport(server_id: str, request: AcpRequest) -> AsyncIterator[Any]:
     """An SDK transport to the editor-provided server ``server_id``."""
+    # the MCP SDK (heavy): only once a server is configured
     import anyio
 
     to_sdk, sdk_reads = anyio.create_memory_object_stream[Any](math.inf)

@@ -26,6 +26,7 @@ TEXT_LIMIT = 100_000
 
 def acp_block(block: McpBlock) -> t.ContentBlock:
     """One MCP content block as the matching ACP content block."""
+    # the MCP SDK (heavy): only once a server is configured
     import mcp.types as m
 
     if isinstance(block, m.TextContent):

@@ -229,6 +229,7 @@ class ServerConnection:
         await self._on_failed(self, was_lost)
 
     async def _startup_reason(self, exc: BaseException) -> str:
+        # the MCP SDK (heavy): only once a server is configured
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED
 
@@ -275,6 +276,7 @@ class ServerConnection:
     # ------------------------------------------------------------------ connecting
 
     def _make_client(self) -> Client:
+        # the MCP SDK (heavy): only once a server is configured
         from mcp import Client
         from mcp.types import Implementation
 
@@ -290,6 +292,7 @@ class ServerConnection:
         if self.kind == "stdio":
             if not isinstance(cfg.command, str) or not cfg.command:
                 raise ValueError("a stdio MCP server needs a command")
+            # the MCP SDK (heavy): only once a server is configured
             from mcp import StdioServerParameters
 
             env = base_env() if self.environ is None else self.environ(base_env())
@@ -321,6 +324,7 @@ class ServerConnection:
     async def _subscribe(self, client: Client, stack: contextlib.AsyncExitStack) -> Any:
         """Open a ``subscriptions/listen`` stream for list changes (2026-07-28 servers
         that offer it); ``None`` otherwise, or when the server refuses."""
+        # the MCP SDK (heavy): only once a server is configured
         from mcp.shared.exceptions import MCPError
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -345,6 +349,7 @@ class ServerConnection:
     async def _events(self, subscription: Any) -> None:
         """Keep the listen stream read (its events were seen on the wire); its loss is the
         connection's."""
+        # the MCP SDK (heavy): only once a server is configured
         from mcp.client.subscriptions import SubscriptionLost
 
         try:
@@ -371,6 +376,7 @@ class ServerConnection:
 
     async def _refresh(self, client: Client) -> None:
         """Fetch the lists that changed again, one change after the other."""
+        # the MCP SDK (heavy): only once a server is configured
         from mcp.shared.exceptions import MCPError
 
         while True:
@@ -414,6 +420,7 @@ class ServerConnection:
         return tools, prompts
 
     async def _list_roots(self, context: ClientRequestContext) -> ListRootsResult | ErrorData:
+        # the MCP SDK (heavy): only once a server is configured
         from mcp.types import ListRootsResult, Root
 
         uri = Path(self.cwd).resolve().as_uri()
@@ -457,6 +464,7 @@ class ServerConnection:
     async def _translated(self, during: str) -> AsyncIterator[None]:
         """The one place SDK errors become :class:`ToolError` (a closed connection also
         marks the server lost). Cancellation passes through untouched."""
+        # the MCP SDK (heavy): only once a server is configured
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED
 

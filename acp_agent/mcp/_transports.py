@@ -58,6 +58,7 @@ def _import_sdk() -> None:
 
 
 def base_env() -> dict[str, str]:
+    # the MCP SDK (heavy): only once a server is configured
     from mcp.client.stdio import get_default_environment
 
     env = get_default_environment()
@@ -134,6 +135,7 @@ class StderrTail:
 @contextlib.asynccontextmanager
 async def stdio(params: Any, stderr: StderrTail) -> AsyncIterator[Any]:
     """The SDK's stdio transport, with the server's stderr going to ``stderr``."""
+    # the MCP SDK (heavy): only once a server is configured
     from mcp.client.stdio import stdio_client
 
     async with stdio_client(params, errlog=stderr.write) as streams:
@@ -144,6 +146,7 @@ async def stdio(params: Any, stderr: StderrTail) -> AsyncIterator[Any]:
 @contextlib.asynccontextmanager
 async def streamable_http(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
     """The SDK's streamable HTTP transport over an HTTP client carrying ``headers``."""
+    # the MCP SDK (heavy): only once a server is configured
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -156,6 +159,7 @@ async def streamable_http(url: str, headers: dict[str, str]) -> AsyncIterator[An
 
 
 def sse(url: str, headers: dict[str, str]) -> Transport:
+    # the MCP SDK (heavy): only once a server is configured
     from mcp.client.sse import sse_client
 
     return sse_client(
@@ -181,6 +185,7 @@ class _WatchedRead:
             on_end()
 
     def _seen(self, item: Any) -> Any:
+        # the MCP SDK (heavy): only once a server is configured
         from mcp_types import JSONRPCNotification
 
         message = getattr(item, "message", None)
@@ -193,6 +198,7 @@ class _WatchedRead:
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> Any:
+        # the MCP SDK (heavy): only once a server is configured
         import anyio
 
         try:
@@ -205,6 +211,7 @@ class _WatchedRead:
         return self
 
     async def __anext__(self) -> Any:
+        # the MCP SDK (heavy): only once a server is configured
         import anyio
 
         try:

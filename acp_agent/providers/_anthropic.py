@@ -131,6 +131,7 @@ class AnthropicProvider:
         return self._client
 
     def _new_client(self, base_url: str | None = None) -> AsyncAnthropic:
+        # the SDK (heavy): the warm-up thread imports it, never the way to `initialize`
         import anthropic
 
         return anthropic.AsyncAnthropic(

@@ -31,9 +31,11 @@ provider's error.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
 from threading import Lock, Thread
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .. import log
 
@@ -98,8 +100,6 @@ _SECRET = ("key", "token", "secret", "signature", "password", "auth", "sig")
 
 def shown_url(url: str) -> str:
     """``url`` fit for a log: without user and password, secret parameters masked."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
     parts = urlsplit(url)
     host = parts.hostname or ""
     netloc = f"[{host}]" if ":" in host else host
@@ -112,8 +112,6 @@ def shown_url(url: str) -> str:
 
 def log_hooks() -> dict[str, list[Any]]:
     """httpx event hooks that log each request with its status and time."""
-    import time
-
     async def sent(request: Any) -> None:
         request.extensions["acp_agent_sent"] = time.monotonic()
 
@@ -135,7 +133,7 @@ def _build(future: Future[ssl.SSLContext]) -> None:
 
 
 def _default_context() -> ssl.SSLContext:
-    try:  # what the SDKs' httpx2 builds by default
+    try:  # what the SDKs' httpx2 builds by default (imported here, in the TLS thread)
         from httpcore2 import default_ssl_context
     except ImportError:  # an SDK on classic httpx: what that builds
         import httpx

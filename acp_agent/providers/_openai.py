@@ -142,6 +142,7 @@ class OpenAIProvider:
         return self._client
 
     def _new_client(self, base_url: str | None = None) -> AsyncOpenAI:
+        # the SDK (heavy): the warm-up thread imports it, never the way to `initialize`
         import openai
 
         return openai.AsyncOpenAI(

@@ -10,12 +10,14 @@ vendor's own error message, the variable holding a rejected key, a refused conne
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import msgspec
 
@@ -182,8 +184,6 @@ def rehearse(
     loop of its own, takes that cost off the first prompt. ``make_client(base_url)``
     builds an SDK client, ``stream(client)`` streams the rehearsal request with it.
     Never raises."""
-    import asyncio
-
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         length = 0
         while (line := await reader.readline()) not in (b"\r\n", b""):
@@ -226,8 +226,6 @@ async def connect_ahead(client: Any, path: str, timeout: float = CONNECT_TIMEOUT
     client's first request (its platform headers, in a worker thread). Whether the server
     answered (with any HTTP status). Never raises: the first request reports what is
     wrong."""
-    import asyncio
-
     options = {"timeout": timeout, "follow_redirects": False}  # keys stay with the host
     try:
         async with asyncio.timeout(timeout):
@@ -276,8 +274,6 @@ class Ahead:
 def path_segment(name: str) -> str:
     """``name`` as one segment of a URL's path (``/``, ``?``, ``#`` escaped; ``.`` and ``..``
     too, which would otherwise be resolved as the path's own dots)."""
-    from urllib.parse import quote
-
     return quote(name, safe="") if name not in (".", "..") else name.replace(".", "%2E")
 
 

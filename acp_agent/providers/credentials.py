@@ -181,7 +181,7 @@ def _locked(file: str) -> Iterator[None]:
     except OSError as exc:
         raise CredentialsError(f"{d}: cannot write: {exc.strerror}") from None
     try:
-        try:
+        try:  # POSIX only: Windows has no advisory locks
             import fcntl
         except ImportError:  # Windows: no advisory locks; the rename keeps the file whole
             yield

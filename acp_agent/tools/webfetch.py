@@ -93,6 +93,7 @@ async def fetch(url: str, settings: WebSettings, *, resolver: Resolver = resolve
 
 
 async def _fetch(url: str, settings: WebSettings, resolver: Resolver, transport: Any) -> Page:
+    # only when the tool runs: httpx and markdownify stay out of every other turn
     import httpx
 
     current = httpx.URL(url)
@@ -178,6 +179,7 @@ def readable(page: Page) -> tuple[str, str]:
 
 
 def to_markdown(html: str) -> str:
+    # only when the tool runs: httpx and markdownify stay out of every other turn
     import markdownify
 
     text = markdownify.markdownify(html, heading_style="ATX")  # scripts and styles dropped
@@ -204,6 +206,7 @@ class WebFetch(BuiltinTool[WebFetchArgs]):
     )
 
     def describe(self, args: WebFetchArgs, ctx: ToolContext) -> CallInfo:
+        # only when the tool runs: httpx and markdownify stay out of every other turn
         import httpx
 
         try:
