@@ -90,20 +90,25 @@ async def test_a_turn_that_changes_nothing_leaves_no_checkpoint(tmp_path: Path) 
     assert await recorder.finish() is None
 
 
-async def test_large_and_binary_files_are_known_by_their_hash(tmp_path: Path) -> None:
+async def test_large_files_are_known_by_their_hash_small_binaries_kept(tmp_path: Path) -> None:
     ws, store, session = world(tmp_path, max_file_size=100)
     (ws / "big.txt").write_text("b" * 200)
-    (ws / "small.bin").write_bytes(b"\0\1\2")
+    (ws / "big.bin").write_bytes(b"\0" * 200)
+    (ws / "small.bin").write_bytes(b"\0\1\2\r\n\xff")
     recorder = Recorder(store, session, "t1")
     await recorder.before_change([])  # a command: the snapshot only
     (ws / "big.txt").write_text("c" * 200)
+    (ws / "big.bin").write_bytes(b"\1" * 200)
     (ws / "small.bin").write_bytes(b"\0\1\3")
     checkpoint = await recorder.finish()
     assert checkpoint is not None
     assert {os.path.basename(c.path): c.before.kept for c in checkpoint.files} == {
-        "big.txt": False, "small.bin": False}
+        "big.bin": False, "big.txt": False, "small.bin": True}
     steps = plan([checkpoint], session.id, 100)
-    assert [s.restorable for s in steps] == [False, False]
+    assert [(os.path.basename(s.path), s.restorable) for s in steps] == [
+        ("big.bin", False), ("big.txt", False), ("small.bin", True)]
+    put_back(store, session.id, steps[2])
+    assert (ws / "small.bin").read_bytes() == b"\0\1\2\r\n\xff"  # byte for byte
 
 
 async def test_a_conflict_is_what_changed_since_the_turn(tmp_path: Path) -> None:

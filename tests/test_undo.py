@@ -323,3 +323,43 @@ async def test_a_directory_turned_into_a_link_out_of_the_roots_is_not_followed(
         assert (outside / "f.txt").read_text() == "outside, not ours"
         failed = [c for c in agent.tool_calls(sid) if c["title"] == "Not restored: sub/f.txt"]
         assert failed and "outside the session's roots" in str(failed[0]["content"])
+
+
+async def test_undo_after_a_commit_leaves_the_repository_alone(
+    scripted: Scripted, workspace: str
+) -> None:
+    """A turn that commits: `/undo` puts the files back, never the repository's `.git`
+    (its index, refs and logs stay as the commit left them); ignored folders are not
+    the turn's either."""
+    import subprocess
+
+    ws = Path(workspace)
+    git = ["git", "-C", workspace, "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", workspace], check=True)
+    (ws / ".gitignore").write_text("node_modules/\n")
+    (ws / "node_modules").mkdir()
+    (ws / "node_modules" / "dep.js").write_text("dep\n")
+    (ws / "app.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    script = [
+        [call("run_command", command="echo 'x = 2' > app.py && git -c user.name=t "
+              "-c user.email=t@t commit -qam second && echo more >> node_modules/dep.js")],
+        [{"text": "Committed."}],
+    ]  # fmt: skip
+    async with scripted(script, "--mode", "bypass") as agent:
+        sid = await start(agent, workspace)
+        await agent.prompt(sid, "commit it")
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout  # fmt: skip
+        git_files = {p: p.read_bytes() for p in (ws / ".git").rglob("*") if p.is_file()}
+        await agent.prompt(sid, "/undo")
+        assert (ws / "app.py").read_text() == "x = 1\n"  # the file put back
+        assert (ws / "node_modules" / "dep.js").read_text() == "dep\nmore\n"  # ignored: kept
+        assert subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout == head  # fmt: skip
+        now = {p: p.read_bytes() for p in (ws / ".git").rglob("*") if p.is_file()}
+        assert now == git_files  # nothing of .git rewritten
+        paths = {r["locations"][0]["path"] for r in agent.tool_calls(sid)
+                 if r.get("locations") and r.get("kind") != "execute"}  # fmt: skip
+        assert paths == {str(ws / "app.py")}

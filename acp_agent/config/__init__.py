@@ -113,7 +113,7 @@ class Checkpoints(_Section, frozen=True):
     max_size: int = 256 * 1024 * 1024
     """Bytes of a session's checkpoints (copies and snapshot); past it, the oldest go."""
     max_file_size: int = 1024 * 1024
-    """A larger file (or a binary one in the snapshot) is known by its hash only."""
+    """A larger file is known by its hash only (reported as not restorable)."""
     snapshot: bool = True
     """Where git is installed, snapshot the whole workspace too (changes by commands)."""
 

@@ -11,16 +11,18 @@ subagent's changes belong to its parent's turn) records what it needs:
   before the call runs), its content and mode, or its absence (a directory: each file in
   it), exactly;
 * before the first call that writes or runs a command, where git is installed, a snapshot
-  of the whole workspace in a shadow repository (``shadow``), so that what commands
-  change is found too.
+  of the whole workspace in a shadow repository (``shadow``: never a ``.git``, the
+  workspace's ignore rules honoured), so that what commands change is found too. A
+  command's own declared path (the whole workspace) is not walked: the snapshot is how
+  its changes are known, so ``/undo`` never touches a repository's ``.git``.
 
 When the turn ends, what changed (the paths recorded, and those the snapshot then and now
 tell apart) becomes a :class:`~acp_agent.sessions.records.Checkpoint` in the session's
 log: each path's state before and after (SHA-256, mode). The bytes before are kept in
 ``<state>/checkpoints/<session id>/blobs/<sha256>`` (content-addressed); a file larger
-than ``max-file-size`` (or binary, in the snapshot) is known by its hash only and
-reported as not restorable. The directory is bounded by ``max-size`` (the oldest
-checkpoints are dropped past it, and the user told) and deleted with the session.
+than ``max-file-size`` is known by its hash only and reported as not restorable. The
+directory is bounded by ``max-size`` (the oldest checkpoints are dropped past it, and
+the user told) and deleted with the session.
 
 Putting back (:func:`plan`, :func:`put_back`) compares each path with what the turn left:
 a path someone else changed since is a conflict, never overwritten without the user's

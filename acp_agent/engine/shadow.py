@@ -10,9 +10,11 @@ contents before.
 
 Ignore rules are the workspace's ``.gitignore`` files (git's own ``.git`` directories
 are never added; nested repositories become links, not content). A file larger than the
-configured ``max-file-size``, or a binary one (a NUL byte in its first 8,000 bytes, as
-git judges), is not copied: its entry is a small stand-in naming its SHA-256 and size,
-so a change is still seen, and reported as not restorable.
+configured ``max-file-size`` is not copied: its entry is a small stand-in naming its
+SHA-256 and size, so a change is still seen, and reported as not restorable. Binary
+files under it are kept like any other (byte for byte: no attribute applies). Git keeps
+a file's executable bit, not its other permission bits: a file a command changed comes
+back 0644 or 0755.
 
 Git runs as ``gitstate`` runs it, with nothing configured run: no hooks, no fsmonitor,
 no transports, no pager; neither the system's nor the user's configuration
@@ -137,10 +139,7 @@ class Shadow:
             info = os.lstat(path)
             if not stat.S_ISREG(info.st_mode):
                 return False
-            if info.st_size > self.max_file_size:
-                return True
-            with open(path, "rb") as fh:
-                return b"\0" in fh.read(8000)
+            return info.st_size > self.max_file_size
         except OSError:
             return False  # gone meanwhile: git sees it gone too
 

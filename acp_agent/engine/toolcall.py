@@ -177,8 +177,11 @@ async def run_tool(ctx: TurnContext, pending: PendingCall) -> ToolResultMessage:
         )
         if ctx.checkpoint is not None and info.access in ("write", "execute"):
             # the one place every writing call passes, with the paths it declared (as
-            # checked): what they were is kept before they change (``checkpoints``)
-            await ctx.checkpoint.before_change([tctx.real(p) for p in info.paths])
+            # checked): what they were is kept before they change (``checkpoints``); a
+            # command's declared path is the whole workspace (``.git`` and ignored
+            # folders too): what it changes is found by the snapshot instead
+            writes = [tctx.real(p) for p in info.paths] if info.access == "write" else []
+            await ctx.checkpoint.before_change(writes)
         out = await tool.run(args, tctx)
     except ToolError as exc:
         return await _fail(session, call, call_id, exc.message)
