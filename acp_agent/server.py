@@ -213,7 +213,7 @@ async def serve(
         await connection.serve()
     finally:
         agent.cancel_all()  # stdin closed: every turn ends now (children are killed)
-        await connection.close(grace=0.3)
+        await connection.close()
         await agent.shutdown()
         await writer.aclose()
         for sig in stops:

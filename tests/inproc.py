@@ -152,7 +152,7 @@ class InProcessAgent(AgentProcess):
         finally:
             if agent is not None:
                 agent.cancel_all()
-            await connection.close(grace=0.3)
+            await connection.close()
             if agent is not None:
                 await agent.shutdown()
             out.feed_eof()

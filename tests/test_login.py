@@ -62,8 +62,9 @@ class Terminal:
 
     def finish(self) -> int:
         code = self.proc.wait(WAIT)
-        while True:  # the rest of the screen
-            ready, _, _ = select.select([self.master], [], [], 0)
+        while True:  # the rest of the screen, to the end (EIO once every slave side closed:
+            # what the process wrote just before it ended may still be on its way)
+            ready, _, _ = select.select([self.master], [], [], WAIT)
             try:
                 chunk = os.read(self.master, 4096) if ready else b""
             except OSError:

@@ -36,7 +36,7 @@ from acp_agent.sessions.steers import NOT_ACTED_UPON
 from acp_agent.sessions.transcript import transcript
 
 from .inproc import InProcessAgent
-from .limits import eventually
+from .limits import WAIT, eventually
 from .schema_check import SchemaChecker
 
 AT = "2026-01-01T00:00:00.000Z"
@@ -196,7 +196,7 @@ async def test_a_started_turn_cancelled_while_it_waits_for_the_turn_before(
                          "the turn waiting for the lock")  # fmt: skip
         assert await steer_now(sv, session, "two") == "injected"
         session.cancel()
-        await asyncio.wait_for(asyncio.shield(turn.task), 30)
+        await asyncio.wait_for(asyncio.shield(turn.task), WAIT)
         assert not session.turns and not not_acted(session)  # in place: after the lock
     await eventually(lambda: len(not_acted(session)) == 2, "both steers kept")
     assert not_acted(session) == ["one", "two"]

@@ -84,6 +84,12 @@ class Route(Generic[P]):
         self.on_cancel = on_cancel
 
 
+#: How long, at the end, the handlers still running get to answer: a cancelled turn
+#: answers ``cancelled`` once its turn end is on disk (an ``fsync``), which a busy disk can
+#: make take a while; normally they answer within milliseconds and exit does not wait.
+CLOSE_GRACE = 5.0
+
+
 class ConnectionClosed(Exception):
     """The peer went away while we waited for its answer."""
 
@@ -151,7 +157,7 @@ class Connection:
                 log.exception("cannot dispatch a message")
                 self._dispatch_failed(line)
 
-    async def close(self, grace: float = 0.3) -> None:
+    async def close(self, grace: float = CLOSE_GRACE) -> None:
         """Stop: outgoing requests fail at once, handlers get ``grace`` seconds to answer
         (a cancelled turn still sends its ``cancelled``), then the rest are cancelled."""
         if self._closing:

@@ -103,7 +103,7 @@ class Peer:
         self.inbox.end()
         try:
             self.agent.cancel_all()  # as at stdin's end: every turn ends now
-            await self.connection.close(grace=0.3)
+            await self.connection.close()
             await self.agent.shutdown()
         finally:
             released = self.holds.release_all(self.id)

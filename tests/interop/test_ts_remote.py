@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from ..limits import WAIT, limit
+from ..limits import SCENARIO, WAIT, limit
 from ..remote import TOKEN, ServeProcess
 from ..schema_check import SchemaChecker
 from .test_ts_sdk import _require_client
 
 HERE = Path(__file__).resolve().parent
 CLIENT = HERE / "ts_remote.mjs"
-RUN_TIMEOUT = limit(120)
+RUN_TIMEOUT = SCENARIO  # the whole scenario; each step has WAIT
 HANG = [{"text": "partial answer "}, {"hang": True}, {"text": "NEVER-REACHED"}]
 SCRIPT = [
     [{"text": "Hello from the remote agent!"}],
