@@ -179,9 +179,11 @@ class Fault:
 
 FAULTS = [
     Fault("401 rejected key", lambda v: [rejected_key(v)], code=-32000,
-          says=("the API key in {key} was rejected", "{url}", "HTTP 401")),
+          says=("the API key in {key} was rejected (`acp-agent login` stores another)",
+                "{url}", "HTTP 401")),
     Fault("403 forbidden", lambda v: [forbidden(v)], code=-32000,
-          says=("the API key in {key} is not allowed", "{url}", "HTTP 403")),
+          says=("the API key in {key} is not allowed", "`acp-agent login` stores another",
+                "{url}", "HTTP 403")),
     Fault("404 no such model", lambda v: [no_model(v)], code=-32603,
           says=("model `{model}` not found", "{url}", "HTTP 404")),
     Fault("429 then ok, Retry-After honoured up to the cap", lambda v: [

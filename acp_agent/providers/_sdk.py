@@ -375,7 +375,8 @@ def _status_error(exc: Exception, status: int, response: Any, origin: Origin) ->
     if status in (401, 403):
         key = f"the API key in {origin.key_env}" if origin.key_env else "the API key"
         if status == 403:
-            what = f"{key} is not allowed to do this"
+            what = (f"{key} is not allowed to do this (another key, or its permissions at"
+                    " the provider: `acp-agent login` stores another)")
         elif origin.has_key:
             what = f"{key} was rejected (`acp-agent login` stores another)"
         else:
