@@ -11,7 +11,7 @@ resolved (the descriptor's own path is checked, so a link swapped in between the
 and the read changes nothing); only regular files (never a FIFO, which would block, or
 a device); at most ``max_bytes``; and only text (a NUL byte or bytes that are not UTF-8
 are refused). A refusal is a value naming the file and why, for the caller to tell the
-user (``Runtime.notify``); it is never an exception.
+user (``engine.notices.notify``); it is never an exception.
 
 An allowed place may be a directory (the file lies in it or below) or a file itself (the
 file must be exactly that one: no link leads elsewhere), which is how a file found above

@@ -1,6 +1,6 @@
 """Which connection holds which open session: the one thing ``acp-agent serve``'s
 connections share about sessions (everything else of a session is its connection's own
-``Runtime``, and the store they all write through).
+``Services``, and the store they all write through).
 
 A session is held by the connection that has it open (``session/new``, ``load``,
 ``resume``, ``fork``) until that connection closes it, deletes it, archives it or goes

@@ -2,7 +2,7 @@
 brings.
 
 Each connection has its own :class:`~acp_agent.rpc.connection.Connection` and
-:class:`~acp_agent.handlers.agent.Agent` (its ``Runtime``: its ``initialize``, capabilities,
+:class:`~acp_agent.handlers.agent.Agent` (its ``Services``: its ``initialize``, capabilities,
 configuration as ``providers/set`` leaves it, open sessions and providers), and shares
 with the process's other connections the store (one writer thread, one index) and the
 :class:`~acp_agent.transports.holds.Holds` (who has which session open). Its routes are
