@@ -105,6 +105,7 @@ LAZY_ALLOWED = {
                                    "acp_agent.providers._responses"},
     "acp_agent.providers.anthropic": {"acp_agent.providers._anthropic"},
     "acp_agent.providers.offline": {"acp_agent.providers._offline"},
+    "acp_agent.providers.pool": {"acp_agent.providers.resilient"},  # on initialize's way
     "acp_agent.human": {"acp_agent.human._rich"},
     "acp_agent.human.checks": {"acp_agent.providers._offline"},
 }  # fmt: skip

@@ -10,7 +10,6 @@ says what the value should be (the allowed values of a choice, the type of a num
 
 from __future__ import annotations
 
-import difflib
 import re
 import typing
 from collections.abc import Iterable, Mapping
@@ -42,6 +41,8 @@ def suggest(name: str, candidates: Iterable[str]) -> str | None:
     wider = [c for k, c in normal.items() if words < set(k.split("-"))]
     if len(wider) == 1:  # ACP_AGENT_MODE: ACP_AGENT_DEFAULT_MODE, not ACP_AGENT_MODEL
         return wider[0]
+    import difflib  # only for a mistake: off the way to `initialize`
+
     close = difflib.get_close_matches(key, list(normal), n=1, cutoff=0.6)
     return normal[close[0]] if close else None
 

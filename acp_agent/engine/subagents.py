@@ -115,7 +115,8 @@ class Subagents:
 
     client: Client
     context_for: Callable[[Session, Client], Awaitable[TurnContext]]
-    """Builds a turn's world for a session as seen through a client (``handlers.turns.Turns.context``)."""
+    """Builds a turn's world for a session as seen through a client
+    (``handlers.turns.Turns.context``)."""
     sessions: Mapping[str, Session]
     """The client's own sessions (where a spawning parent usually lives)."""
     _live: dict[str, _Child] = field(default_factory=dict)

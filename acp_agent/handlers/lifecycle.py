@@ -1,10 +1,11 @@
 """Session lifecycle: ``session/new``, ``load``, ``resume``, ``fork``, ``close`` and
 ``delete`` (listing, titles, status and archiving are :mod:`.catalog`'s).
 
-Sessions live in ``Services.sessions`` (:class:`~acp_agent.sessions.registry.OpenSessions`) while open in this process and in the store for
-good: load/resume/fork bring a stored one back (``replay.restore``), close releases it,
-delete removes it from the disk. A session whose log another process owns is opened
-read-only (replayable, not promptable) until that process lets it go (:func:`take_over`).
+Sessions live in ``Services.sessions`` (:class:`~acp_agent.sessions.registry.OpenSessions`)
+while open in this process and in the store for good: load/resume/fork bring a stored
+one back (``replay.restore``), close releases it, delete removes it from the disk. A
+session whose log another process owns is opened read-only (replayable, not promptable)
+until that process lets it go (:func:`take_over`).
 After each response the client is told the session's commands, pending notices and
 usage (:func:`announce`), and MCP servers start in the background (:func:`attach`).
 """

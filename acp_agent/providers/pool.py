@@ -13,7 +13,7 @@ retries it is given.
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 
@@ -23,7 +23,9 @@ from ..errors import ProviderError
 from .base import ModelProvider
 from .models import ModelInfo, ReportsLimits, ServerLimits, with_server_limits
 from .registry import FAMILIES, http_timeout, make_provider, spec
-from .resilient import OnRetry, Resilient, RetryPolicy
+
+if TYPE_CHECKING:
+    from .resilient import OnRetry, Resilient, RetryPolicy
 
 
 @runtime_checkable
@@ -148,6 +150,9 @@ class Models:
 
     @property
     def retry_policy(self) -> RetryPolicy:
+        # off the way to `initialize` (this module is on it): the turn's first request
+        from .resilient import RetryPolicy
+
         limits = self.config.limits
         return RetryPolicy(
             max_retries=limits.max_retries,
@@ -158,6 +163,8 @@ class Models:
 
     def resilient(self, model: str, on_retry: OnRetry) -> Resilient:
         """``model`` behind the resilience policy, announcing each retry by ``on_retry``."""
+        from .resilient import Resilient  # off the way to `initialize`, as above
+
         return Resilient(self.provider_for(model), self.retry_policy, on_retry)
 
     async def aclose(self) -> None:
