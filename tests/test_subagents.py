@@ -419,6 +419,7 @@ class TestExposed:
                 "session/fork": {"cwd": workspace},
                 "session/close": {},
                 "session/delete": {},
+                "_session/steering": {"prompt": [{"type": "text", "text": "steer"}]},
             }
             for method, params in calls.items():
                 with pytest.raises(ResponseError) as err:
