@@ -53,14 +53,17 @@ async def test_the_everyday_tools(
         await agent.initialize()
         sid = await agent.new_session(workspace)
         assert (await agent.prompt(sid, "look around"))["stopReason"] == "end_turn"
-    last = server.requests[-1].body
-    grep, command, read = route.tool_results(last)
-    assert grep == "src/calc.py:1: def add(a, b):"
-    assert command.startswith("FIRST\n1\n2\n") and command.endswith("100000\nLAST\n\nExit code: 0")
-    saved = re.search(r"All of it is saved in (\S+): read_file it", command)
-    assert saved is not None
-    assert Path(saved.group(1)).read_text().splitlines()[-1] == "LAST"
-    assert Path(saved.group(1)).is_relative_to(Path(state_dir) / "outputs" / sid)
+        last = server.requests[-1].body
+        grep, command, read = route.tool_results(last)
+        assert grep == "src/calc.py:1: def add(a, b):"
+        assert command.startswith("FIRST\n1\n2\n")
+        assert command.endswith("100000\nLAST\n\nExit code: 0")
+        saved = re.search(r"All of it is saved in (\S+): read_file it", command)
+        assert saved is not None
+        assert Path(saved.group(1)).read_text().splitlines()[-1] == "LAST"
+        assert Path(saved.group(1)).is_relative_to(Path(state_dir) / "outputs" / sid)
+        await agent.request("session/delete", {"sessionId": sid})
+        assert not (Path(state_dir) / "outputs" / sid).exists()  # deleted with the session
     assert "<system-reminder>Instructions from src/AGENTS.md" in read
     assert "Src rules: keep functions pure." in read
     shell = choose(agent_env()).path
