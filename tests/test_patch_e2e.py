@@ -6,6 +6,7 @@ nothing changes. Other models keep edit_file/write_file/move_file."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,44 @@ async def test_other_models_keep_the_standard_tools_and_config_can_switch(
         await agent.prompt(await agent.new_session(workspace), "hi")
     codex: Any = CHAT.tool_names(server.requests[1].body)
     assert "apply_patch" in codex and "edit_file" not in codex
+
+
+async def test_in_ask_mode_a_patch_asks_once_with_every_files_diff_and_stays_in_the_roots(
+    checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The question shows each file's diff before anything changes; a rejection changes
+    nothing; a patch naming a file outside the roots is asked about as such (never
+    covered by an "always"), and rejected, writes nothing."""
+    from .harness import select_kind
+
+    outside = ("*** Begin Patch\n*** Add File: ../escape.txt\n+x\n*** End Patch\n")
+    server.enqueue(
+        Reply([call(GPT5_CHAT, "c1", GOOD), Finish("tool_calls")]),
+        Reply([call(GPT5_CHAT, "c2", GOOD), Finish("tool_calls")]),
+        Reply([call(GPT5_CHAT, "c3", outside), Finish("tool_calls")]),
+        Reply([Text("done"), Finish("stop")]),
+    )
+    answers = iter(["reject_once", "allow_once", "reject_once"])
+    async with GPT5_CHAT.agent(checker, state_dir, server, tmp_path) as agent:
+        agent.handlers["session/request_permission"] = (
+            lambda params: select_kind(next(answers))(params))  # fmt: skip
+        await agent.initialize()
+        sid = await agent.new_session(workspace)
+        assert (await agent.prompt(sid, "patch it"))["stopReason"] == "end_turn"
+        asked = [r["params"] for r in agent.client_requests
+                 if r["method"] == "session/request_permission"]  # fmt: skip
+    assert len(asked) == 3
+    escape = asked[2]["toolCall"]
+    assert [c["path"] for c in escape["content"] if c["type"] == "diff"] == [
+        os.path.normpath(os.path.join(workspace, "..", "escape.txt"))]
+    assert "allow_always" not in {o["kind"] for o in asked[2]["options"]}
+    for question in asked[:2]:
+        diffs = {c["path"]: c for c in question["toolCall"]["content"] if c["type"] == "diff"}
+        assert set(diffs) == {str(Path(workspace) / n) for n in ("hello.txt", "added.txt")}
+        assert diffs[str(Path(workspace) / "hello.txt")]["newText"] == "hello\npatched world\n"
+    results = GPT5_CHAT.tool_results(server.requests[-1].body)
+    assert "rejected" in results[0].lower()
+    assert "rejected" in results[2].lower()
+    assert (Path(workspace) / "hello.txt").read_text() == "hello\npatched world\n"
+    assert not Path(workspace, "..", "escape.txt").exists()
