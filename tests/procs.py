@@ -35,6 +35,29 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid``."""
+    found = []
+    for child in filter(str.isdigit, os.listdir("/proc")):
+        fields = _stat(child)
+        if fields is not None and int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(child))
+    return found
+
+
+def all_gone(pids: list[int], timeout: float = WAIT) -> bool:
+    """Whether every one of ``pids`` is gone within ``timeout`` (polled: for tests
+    without an event loop)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 async def gone(pid: int, timeout: float = WAIT) -> None:
     """Wait until process ``pid`` is no longer alive."""
     await eventually(lambda: not alive(pid), f"process {pid} is gone", timeout)

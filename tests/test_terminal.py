@@ -236,6 +236,25 @@ def test_ctrl_c_mid_turn_cancels_and_the_chat_goes_on(term: Start, tmp_path: Pat
     assert t.screen.cursor.x == 0  # the shell's prompt starts on a line of its own
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_mid_turn_ends_the_chat_with_128_plus_its_number(
+    term: Start, tmp_path: Path, sig: signal.Signals
+) -> None:
+    """The status table: 143 for SIGTERM, 129 for SIGHUP; the agent goes too."""
+    from .procs import all_gone, children
+
+    env = script(tmp_path, [{"text": "working on it"}, {"hang": True}])
+    t = term("chat", env=env)
+    t.wait_for(at_prompt)
+    t.type("go")
+    t.wait_for("working on it")
+    agents = children(t.child.pid)
+    assert agents, "the chat's agent process"
+    t.child.kill(sig)
+    assert t.finish() == 128 + sig
+    assert all_gone(agents), "the agent outlived the chat"
+
+
 def test_ctrl_c_at_a_question_rejects_and_cancels(
     term: Start, tmp_path: Path, workspace: str,
 ) -> None:
