@@ -248,6 +248,7 @@ def test_a_signal_mid_turn_ends_the_chat_with_128_plus_its_number(
     t.wait_for(at_prompt)
     t.type("go")
     t.wait_for("working on it")
+    assert t.child.pid is not None
     agents = children(t.child.pid)
     assert agents, "the chat's agent process"
     t.child.kill(sig)
