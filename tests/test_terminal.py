@@ -443,7 +443,7 @@ def prompts(state_dir: str) -> list[str]:
 
 # ------------------------------------------------------------------ the line editor
 
-UP, ALT_ENTER, CTRL_R = "\x1b[A", "\x1b\r", "\x12"
+UP, DOWN, ALT_ENTER, CTRL_R = "\x1b[A", "\x1b[B", "\x1b\r", "\x12"
 
 
 def chat_answered(t: Term, count: int) -> None:
@@ -477,6 +477,8 @@ def test_history_multi_line_prompts_and_the_quiet_ctrl_d(term: Start, state_dir:
     t.wait_for(lambda text: text.splitlines()[-1] == "> list")
     t.key(UP)
     t.wait_for("> hello")  # the multi-line prompt, whole
+    t.key(DOWN)
+    t.wait_for(lambda text: text.splitlines()[-1] == "> list")  # and back down
     t.key("\x03")  # cleared, nothing sent
     t.key(CTRL_R + "lis")
     t.wait_for("lis': list")  # reverse search
@@ -484,6 +486,11 @@ def test_history_multi_line_prompts_and_the_quiet_ctrl_d(term: Start, state_dir:
     t.key("\r")  # and sends it
     chat_answered(t, 1)
     t.type("exit")  # quits, and is not sent
+    assert t.finish() == 0
+    assert prompts(state_dir)[2:] == ["list"]
+    t = term("chat")
+    t.wait_for(at_prompt)
+    t.type("quit")  # so does `quit`
     assert t.finish() == 0
     assert prompts(state_dir)[2:] == ["list"]
 
