@@ -301,6 +301,12 @@ async function failover() {
     await initialize(c);
     const from = updates.length;
     await c.request(acp.methods.agent.session.load, { sessionId: sid, cwd: opts.workspace, mcpServers: [] });
+    // Through a balancer the replay (on the session's stream) and the response (on the
+    // connection's) cross it on two TCP connections that it relays independently: the
+    // agent hands the replay to its socket before the response, but on a busy machine the
+    // response may reach the client first. The replay still comes, whole: wait for it.
+    out.replayedBeforeResponse = updates.slice(from).filter((u) => u.conn === "C").length;
+    await waitFor(() => textOf("C", sid, from).startsWith("Hello from a replica!"), "the replay");
     const replayed = updates.slice(from).filter((u) => u.conn === "C" && u.params.sessionId === sid);
     out.replayedUser = replayed.filter((u) => u.params.update.sessionUpdate === "user_message_chunk")
       .map((u) => u.params.update.content?.text ?? "");
