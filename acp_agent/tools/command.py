@@ -9,6 +9,7 @@ an error result. A sandboxed command that failed on what looks like the sandbox'
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from msgspec import Meta
@@ -97,7 +98,9 @@ class RunCommand(BuiltinTool[RunCommandArgs]):
         level = _level(args, ctx)
         argv = user_shell().argv(command)
         if ctx.sandbox is not None and level != "off":
-            argv = ctx.sandbox.wrap(argv, cwd)  # the same command line on every route
+            # the same command line on every route; in a worker thread: the first command
+            # in a root walks it for nested repositories (``sandbox.nested_git``)
+            argv = await asyncio.to_thread(ctx.sandbox.wrap, argv, cwd)
         note = ""
         if ctx.client.allows("terminal/create"):
             result = await run_terminal(ctx, argv, cwd, timeout)
