@@ -25,24 +25,25 @@ def alive(pid: int) -> bool:
     return fields is not None and fields[0] != "Z"
 
 
-def group_members(pgid: int) -> list[int]:
-    """The live (non-zombie) processes of process group ``pgid``."""
-    members = []
+def _live_where(field: int, value: int) -> list[int]:
+    """The live (non-zombie) processes whose ``/proc/<pid>/stat`` field ``field`` (after
+    the command name: 1 the parent, 2 the process group) is ``value``."""
+    found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         fields = _stat(pid)
-        if fields is not None and int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(pid))
-    return members
+        if fields is not None and int(fields[field]) == value and fields[0] != "Z":
+            found.append(int(pid))
+    return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (non-zombie) processes of process group ``pgid``."""
+    return _live_where(2, pgid)
 
 
 def children(pid: int) -> list[int]:
     """The live processes whose parent is ``pid``."""
-    found = []
-    for child in filter(str.isdigit, os.listdir("/proc")):
-        fields = _stat(child)
-        if fields is not None and int(fields[1]) == pid and fields[0] != "Z":
-            found.append(int(child))
-    return found
+    return _live_where(1, pid)
 
 
 def all_gone(pids: list[int], timeout: float = WAIT) -> bool:

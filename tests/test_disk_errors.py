@@ -5,8 +5,9 @@ write with ENOSPC)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,25 @@ def _fd_of(path: str) -> int:
     raise AssertionError(f"{path} is not open")
 
 
+@contextlib.contextmanager
+def full_disk(path: str) -> Iterator[Callable[[], None]]:
+    """The disk under the open log ``path`` is full (its descriptor points at
+    ``/dev/full``) until the function yielded is called, or the block ends."""
+    fd = _fd_of(path)
+    disk = os.dup(fd)  # the log file itself (and its lock)
+    full = os.open("/dev/full", os.O_WRONLY)
+
+    def room_again() -> None:
+        os.dup2(disk, fd)
+
+    try:
+        os.dup2(full, fd)
+        yield room_again
+    finally:
+        os.close(disk)
+        os.close(full)
+
+
 @pytest.fixture
 def agent_log(tmp_path: Path) -> Iterator[Path]:
     """The agent's log (structured lines) goes to this file during the test."""
@@ -45,21 +65,14 @@ def test_a_full_disk_is_logged_once_and_the_log_recovers(
     writer = store.create(Header(id="sess_1", cwd="/w", created_at=now_iso()))
     writer.append(Settings(mode="ask", model="offline"))
     writer.sync().result()  # the disk writer thread has written it
-    fd = _fd_of(store.log_path("sess_1"))
-    disk = os.dup(fd)  # the log file itself (and its lock)
-    full = os.open("/dev/full", os.O_WRONLY)
-    try:
-        os.dup2(full, fd)  # the disk is full
+    with full_disk(store.log_path("sess_1")) as room_again:
         writer.append(Settings(mode="plan", model="offline"))  # kept, not raised
         writer.append(Settings(mode="accept-edits", model="offline"))
         writer.sync().result()  # tried, and failed
-        os.dup2(disk, fd)  # room again
+        room_again()
         writer.append(Settings(mode="bypass", model="offline"))
         writer.close()
         store.writer.barrier().result()
-    finally:
-        os.close(disk)
-        os.close(full)
     records = store.read("sess_1")
     modes = [r.mode for r in records if isinstance(r, Settings)]
     assert modes == ["ask", "plan", "accept-edits", "bypass"]  # the pending ones too
@@ -122,21 +135,14 @@ def test_past_the_unsaved_cap_a_failing_log_says_it_is_no_longer_saved(
     store = Store(state_dir)
     writer = store.create(Header(id="sess_1", cwd="/w", created_at=now_iso()))
     writer.sync().result()
-    fd = _fd_of(store.log_path("sess_1"))
-    disk = os.dup(fd)
-    full = os.open("/dev/full", os.O_WRONLY)
-    try:
-        os.dup2(full, fd)  # the disk is full: what follows piles up, then is dropped
+    with full_disk(store.log_path("sess_1")) as room_again:  # what follows piles up, dropped
         for n in range(100):
             writer.append(Settings(mode="plan", model=f"model-{n:04}-" + "x" * 40))
             writer.sync().result()
-        os.dup2(disk, fd)  # room again: a lost log stays lost (its records have a gap)
+        room_again()  # a lost log stays lost (its records would have a gap)
         writer.append(Settings(mode="bypass", model="offline"))
         writer.close()
         store.writer.barrier().result()
-    finally:
-        os.close(disk)
-        os.close(full)
     text = agent_log.read_text()
     assert "too much unsaved; no longer saved" in text
     assert not any(isinstance(r, Settings) for r in store.read("sess_1"))
