@@ -305,7 +305,6 @@ async function failover() {
     // connection's) cross it on two TCP connections that it relays independently: the
     // agent hands the replay to its socket before the response, but on a busy machine the
     // response may reach the client first. The replay still comes, whole: wait for it.
-    out.replayedBeforeResponse = updates.slice(from).filter((u) => u.conn === "C").length;
     await waitFor(() => textOf("C", sid, from).startsWith("Hello from a replica!"), "the replay");
     const replayed = updates.slice(from).filter((u) => u.conn === "C" && u.params.sessionId === sid);
     out.replayedUser = replayed.filter((u) => u.params.update.sessionUpdate === "user_message_chunk")
