@@ -188,14 +188,17 @@ async def bench_startup(
     for _ in range(runs):
         a = Agent(*(cmd or agent_cmd("--state-dir", tmp)), env=env, cwd=tmp)
         t0 = await a.start()
-        await a.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        answers = [await a.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})]
         init_ms.append((time.perf_counter() - t0) * 1000)
         t1 = time.perf_counter()
-        await a.request("session/new", {"cwd": tmp, "mcpServers": []})
+        answers.append(await a.request("session/new", {"cwd": tmp, "mcpServers": []}))
         new_ms.append((time.perf_counter() - t1) * 1000)
         t2 = time.perf_counter()
-        await a.request("session/new", {"cwd": tmp, "mcpServers": []})
+        answers.append(await a.request("session/new", {"cwd": tmp, "mcpServers": []}))
         second_ms.append((time.perf_counter() - t2) * 1000)
+        for answer in answers:  # an error is quick, and measures nothing
+            if "result" not in answer:
+                raise SystemExit(f"{a.args[0]}: {answer}")
         rss.append(_rss_mb(a.proc.pid))
         await a.close()
     return {

@@ -14,10 +14,22 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-_NOT_SOURCE = shutil.ignore_patterns(
+_NOT_BUILT = shutil.ignore_patterns(
     ".git", ".venv", "node_modules", "__pycache__", "*.pyc", ".*_cache", "*.egg-info", "build",
-    "tests", "tools",
 )  # fmt: skip
+
+
+def _not_source(top: str) -> Any:
+    """What a wheel is not built from: caches, and the checkout's own ``tests/`` and
+    ``tools/`` (at the top only: the package has a ``tools`` of its own)."""
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skipped = set(_NOT_BUILT(directory, names))
+        if os.path.samefile(directory, top):
+            skipped |= {"tests", "tools"} & set(names)
+        return skipped
+
+    return ignore
 
 
 def install_wheel(tmp: str, source: Path = ROOT, name: str = "wheel") -> Path:
@@ -26,7 +38,7 @@ def install_wheel(tmp: str, source: Path = ROOT, name: str = "wheel") -> Path:
     dependencies are this environment's (a ``.pth`` line, so the checkout's editable
     install stays out). Returns the venv."""
     base = Path(tmp) / name
-    shutil.copytree(source, base / "src", ignore=_NOT_SOURCE)
+    shutil.copytree(source, base / "src", ignore=_not_source(str(source)))
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     # this checkout builds with what is installed here; an earlier revision may name
