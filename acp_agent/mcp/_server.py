@@ -225,8 +225,10 @@ class ServerConnection:
     async def _start_failed(self, exc: BaseException) -> None:
         was_lost = self.state == "restarting"
         self.state, self.error = "failed", await self._startup_reason(exc)
-        self.settled.set()
-        await self._on_failed(self, was_lost)
+        try:  # told first: a turn waiting for the servers learns of it before it goes on
+            await self._on_failed(self, was_lost)
+        finally:
+            self.settled.set()
 
     async def _startup_reason(self, exc: BaseException) -> str:
         # the MCP SDK (heavy): only once a server is configured

@@ -339,6 +339,25 @@ async def test_servers_that_never_start_do_not_hold_up_the_session(
     assert len(rec.problems) == 4
 
 
+async def test_a_failure_during_wait_ready_is_told_before_it_returns(tmp_path: Path) -> None:
+    """A server failing while a turn waits for the servers: the turn goes on only once
+    the user was told (the report yields to the loop, as a write to the editor does)."""
+    told: list[str] = []
+
+    async def on_problem(severity: str, title: str, description: str | None) -> None:
+        for _ in range(5):  # a report that takes a few turns of the loop to leave
+            await asyncio.sleep(0)
+        told.append(title)
+
+    hub = McpHub([stdio("quitter", str(SERVERS / "exit_at_once.py"))], cwd=str(tmp_path),
+                 on_problem=on_problem)  # fmt: skip
+    hub.start()
+    assert hub.status()["quitter"] == "starting"
+    await hub.wait_ready(WAIT)  # (the announcement is made at once: nothing held)
+    assert told == ["MCP server 'quitter' failed to start"]
+    await hub.aclose()
+
+
 async def test_late_server_joins_and_aclose_leaves_no_child_process(tmp_path: Path) -> None:
     """A server not ready within wait_ready's bound is offered once it is; aclose then
     terminates it, is idempotent, and the hub offers nothing after."""
