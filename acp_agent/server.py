@@ -44,9 +44,10 @@ COALESCE_ENV = "ACP_AGENT_COALESCE_CHUNKS"
 WARM_SWITCH_INTERVAL = 0.0005
 WARM_GRACE = 0.1
 
-#: What every first prompt needs besides the late-loaded handlers, whatever the model
+#: What every first prompt needs besides the session handlers, whatever the model: the
+#: turn stage (``handlers.turnstage``, the second late-loaded boundary) and the tools
 #: (after the first session response, with the model's SDK).
-WARM_MODULES = ("acp_agent.tools",)
+WARM_MODULES = ("acp_agent.handlers.turnstage", "acp_agent.tools")
 
 
 def warm(
@@ -159,8 +160,10 @@ def wire(
     if env.get(COALESCE_ENV, "") not in ("", "0"):
         connection.coalesce["session/update"] = ChunkMerger()
     def late() -> None:  # (the warm-up thread) what session/new waits for
+        from .engine.sandboxing import start_probe
+
+        start_probe()  # a process of its own: runs beside what follows
         services = agent.services()
-        services.sandboxing.start()  # a process of its own: runs beside what follows
         services.sessions.ready_store()
 
     def imports() -> None:

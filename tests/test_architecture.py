@@ -101,6 +101,8 @@ LAZY_ALLOWED = {
     "acp_agent.cli": "*",
     "acp_agent.server": "*",
     "acp_agent.handlers.agent": {"acp_agent.handlers.services"},
+    "acp_agent.handlers.services": {"acp_agent.handlers.turnstage"},  # the second boundary
+    "acp_agent.handlers.lifecycle": {"acp_agent.mcp"},  # for a session given MCP servers
     "acp_agent.providers.openai": {"acp_agent.providers._openai",
                                    "acp_agent.providers._responses"},
     "acp_agent.providers.anthropic": {"acp_agent.providers._anthropic"},
@@ -254,6 +256,29 @@ def test_the_way_to_initialize_stays_light() -> None:
         "acp_agent.providers._offline",
     )]  # fmt: skip
     assert heavy == []
+
+
+def test_the_first_session_waits_for_no_turn_engine() -> None:
+    """The first late-loaded boundary (``handlers.services``, what ``session/new``
+    waits for) holds the sessions, their store and the sandbox's probe; the turn engine,
+    the tools a model calls, MCP and the handlers that run turns are past the second
+    (``handlers.turnstage``)."""
+    code = (
+        "import sys, acp_agent.server, acp_agent.handlers.services\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('acp_agent'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.split()  # fmt: skip
+    assert "acp_agent.sessions.session" in out  # (the boundary is where it says)
+    late = [m for m in out if unit(m) == "acp_agent.mcp" or m in (
+        "acp_agent.handlers.turnstage", "acp_agent.handlers.turns",
+        "acp_agent.handlers.prompting", "acp_agent.handlers.steering",
+        "acp_agent.handlers.builtins", "acp_agent.engine.turn", "acp_agent.engine.world",
+        "acp_agent.engine.compaction", "acp_agent.engine.subagents",
+        "acp_agent.tools.files", "acp_agent.tools.command", "acp_agent.tools.webfetch",
+        "acp_agent.providers.resilient",
+    )]  # fmt: skip
+    assert late == []
 
 
 def test_the_architecture_map_is_the_tree() -> None:

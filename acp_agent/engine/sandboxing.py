@@ -85,22 +85,39 @@ def _judge(program: str, proc: subprocess.Popen[bytes]) -> Found:
     return Found(program)
 
 
-_found: Found | None = None
-_lock = threading.Lock()
-
-
 def probe() -> Found:
     """Whether bubblewrap works here, found now (runs it, and waits)."""
     started = _spawn()
     return started if isinstance(started, Found) else _judge(*started)
 
 
-def detected() -> Found:
-    """Whether bubblewrap works here (found once per process: :func:`probe`)."""
-    global _found
+_found: Found | None = None
+_pending: tuple[str, subprocess.Popen[bytes]] | None = None
+_lock = threading.Lock()
+_judging = threading.Lock()
+
+
+def start_probe() -> None:
+    """Start the process's probe now, once, from any thread (a process of its own that
+    runs beside what comes next: the warm-up starts it before its imports)."""
+    global _found, _pending
     with _lock:
+        if _found is None and _pending is None:
+            started = _spawn()
+            if isinstance(started, Found):
+                _found = started
+            else:
+                _pending = started
+
+
+def detected() -> Found:
+    """Whether bubblewrap works here, found once per process (waits for the probe)."""
+    global _found, _pending
+    start_probe()
+    with _judging:
         if _found is None:
-            _found = probe()
+            assert _pending is not None
+            _found, _pending = _judge(*_pending), None
         return _found
 
 
@@ -125,9 +142,7 @@ class Sandboxing:
         self.state_dir = config.state_dir or default_state_dir()
         self.found: Found | None = _found
         """Bubblewrap's program, or why none works; ``None`` until :meth:`ready`."""
-        self._started: tuple[str, subprocess.Popen[bytes]] | None = None
         self._probe: asyncio.Future[Found] | None = None
-        self._lock = threading.Lock()
         self.told = False
         """The user was told why commands are not sandboxed (once per process)."""
 
@@ -137,23 +152,15 @@ class Sandboxing:
         return self.found is not None and self.found.program is not None
 
     def start(self) -> None:
-        """Start the probe now, from any thread (a process of its own, not waited for)."""
-        with self._lock:
-            if self.found is not None or self._started is not None:
-                return
-            started = _spawn()
-            if isinstance(started, Found):
-                self.found = started
-            else:
-                self._started = started
+        """Start the probe now, from any thread (:func:`start_probe`)."""
+        start_probe()
 
     async def ready(self) -> Found:
         """The backend, once found (starting the probe if it is not under way)."""
-        self.start()
         if self.found is None:
             if self._probe is None:
-                assert self._started is not None
-                self._probe = asyncio.ensure_future(asyncio.to_thread(_judge, *self._started))
+                start_probe()
+                self._probe = asyncio.ensure_future(asyncio.to_thread(detected))
             self.found = await asyncio.shield(self._probe)
         return self.found
 

@@ -22,7 +22,7 @@ How much the client sees depends on ``clientCapabilities.subagents``:
   question (``ask_user``) waits, ``running`` again, and ``idle`` with the stop reason
   and usage at the end. The client may ``session/cancel`` a child (it and its
   descendants stop; the parent and siblings go on); any other call naming a child is
-  refused with -32602 (a restricted session).
+  refused with -32602 (a restricted session: ``sessions.registry.OpenSessions.guard``).
 * **Unexposed**. Nothing names the child: its updates are dropped, and the requests its
   tools make (permission, question, ``fs/*``, ``terminal/*``) go out under the parent's
   session id, permission requests titled after the subagent, questions tied to the
@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Protocol, TypeVar
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
@@ -48,10 +48,11 @@ from msgspec import Meta
 from .. import log
 from ..client import Client
 from ..conversation import AssistantMessage, TextPart, UserMessage
-from ..errors import InvalidParams, ProviderAuthError, ProviderError, ToolError
+from ..errors import ProviderAuthError, ProviderError, ToolError
 from ..escaping import escaped
 from ..protocol import UNSET, UnsetType
 from ..protocol import types as t
+from ..sessions.registry import OpenSessions
 from ..sessions.session import Session, new_session_id
 from ..tools.base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 from .childstream import ChildLog, send_message
@@ -70,15 +71,6 @@ _STOPPED = {
     "refusal": "it refused the task",
     "cancelled": "it was cancelled before it finished",
 }
-
-
-class _HasSessionId(Protocol):
-    @property
-    def session_id(self) -> str: ...
-
-
-P = TypeVar("P", bound=_HasSessionId)
-R = TypeVar("R")
 
 
 @dataclass(eq=False)
@@ -117,20 +109,15 @@ class Subagents:
     context_for: Callable[[Session, Client], Awaitable[TurnContext]]
     """Builds a turn's world for a session as seen through a client
     (``handlers.turns.Turns.context``)."""
-    sessions: Mapping[str, Session]
-    """The client's own sessions (where a spawning parent usually lives)."""
+    sessions: OpenSessions
+    """The client's own sessions (where a spawning parent usually lives); children shown
+    to the client join its ``restricted`` ids."""
     _live: dict[str, _Child] = field(default_factory=dict)
-    _exposed: set[str] = field(default_factory=set)
-    """Every child id the client was told about, running or done."""
 
     @property
     def tool(self) -> SpawnAgent:
         """A ``spawn_agent`` tool bound to these subagents."""
         return SpawnAgent(self)
-
-    def shown(self, session_ids: set[str]) -> None:
-        """Children a ``session/load`` replayed: restricted sessions from now on."""
-        self._exposed.update(session_ids)
 
     def cancel(self, session_id: str) -> None:
         """``session/cancel`` naming a child: stop it (and its descendants) only; a
@@ -138,20 +125,6 @@ class Subagents:
         child = self._live.get(session_id)
         if child is not None and child.exposed:
             child.session.cancel()
-
-    def guard(self, handler: Callable[[P], Awaitable[R]]) -> Callable[[P], Awaitable[R]]:
-        """``handler``, refusing requests that name a child session (-32602)."""
-
-        async def checked(p: P) -> R:
-            if p.session_id in self._exposed:
-                raise InvalidParams(
-                    f"Invalid params: session {p.session_id} is a subagent session; "
-                    "it is restricted to session/cancel",
-                    {"sessionId": p.session_id},
-                )
-            return await handler(p)
-
-        return checked
 
     # ------------------------------------------------------------------ spawning
 
@@ -187,7 +160,7 @@ class Subagents:
         turn_ctx = await self.context_for(session, view)
         self._live[session.id] = child
         if exposed:
-            self._exposed.add(session.id)
+            self.sessions.restricted.add(session.id)
         task = asyncio.create_task(self._run(child, turn_ctx, prompt))
         try:
             try:

@@ -116,10 +116,22 @@ class Agent:
 
             async def checked(p: P) -> R:
                 self.require_initialized()
-                guard = self.services().turns.subagents.guard
+                guard = self.services().sessions.guard
                 return await guard(call)(p)  # type: ignore[type-var]
 
             return checked
+
+        def turning(handler: Handler[P, R]) -> Callable[[P], Awaitable[R]]:
+            """``handler`` (of the turn stage, ``services.turnstage``, loaded first off
+            the event loop), refusing a subagent's session."""
+            call = guarded(handler)
+
+            async def loaded(p: P) -> R:
+                self.require_initialized()
+                await self.services().turns_ready()
+                return await call(p)
+
+            return loaded
 
         def telling(handler: Handler[P, R]) -> Callable[[P], Awaitable[R]]:
             """``handler``, then an ``auth/status_update`` if the state it leaves is news."""
@@ -182,14 +194,14 @@ class Agent:
             ),
             "session/prompt": Route(
                 t.PromptRequest,
-                guarded(lambda: services.prompting.prompt),
-                on_cancel=lambda p, task: services.prompting.cancel_prompt(
+                turning(lambda: services.turnstage.prompting.prompt),
+                on_cancel=lambda p, task: services.turnstage.prompting.cancel_prompt(
                     self.services(), p, task
                 ),
             ),
             "session/cancel": Route(t.CancelNotification, self.cancel, notification=True),
             steer_wire.METHOD: Route(
-                steer_wire.SteeringRequest, guarded(lambda: services.steering.steering)
+                steer_wire.SteeringRequest, turning(lambda: services.turnstage.steering.steering)
             ),
             "session/set_mode": Route(
                 t.SetSessionModeRequest, guarded(lambda: services.options.set_mode)
@@ -265,13 +277,13 @@ class Agent:
         session = sv.sessions.get(p.session_id)
         if session is not None:  # unknown or idle sessions: nothing to do
             session.cancel()
-        else:
-            sv.turns.subagents.cancel(p.session_id)  # a child: it and its descendants only
+        elif (turns := sv.loaded_turns) is not None:  # (no turn ran: no child either)
+            turns.subagents.cancel(p.session_id)  # a child: it and its descendants only
 
     async def mcp_message(self, p: t.MessageMcpNotification) -> None:
         """From an editor-provided MCP server (``"type": "acp"``), about one of our requests."""
         if self._services is not None:  # no session, no server to answer
-            services.deliver(p)
+            services.lifecycle.deliver_mcp(p)
 
     def cancel_all(self) -> None:
         if self._services is not None:

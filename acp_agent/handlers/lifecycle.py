@@ -25,7 +25,6 @@ from ..engine.permissions import MODE_IDS
 from ..engine.sandboxing import explicit
 from ..errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
 from ..escaping import escaped
-from ..mcp import McpHub
 from ..protocol import UnsetType
 from ..protocol import types as t
 from ..sessions.offers import ClientPrompt
@@ -39,6 +38,7 @@ from .commands import find_skills, load_prompt_commands, session_commands, skill
 from .options import config_options, mode_ids, mode_refusal, modes
 
 if TYPE_CHECKING:
+    from .. import mcp
     from ..engine.projectfiles import Refused
     from ..sessions.records import Record
     from ..sessions.replay import State
@@ -114,7 +114,7 @@ async def _replay(sv: Services, session: Session, reading: Reading) -> None:
             ahead = loop.run_in_executor(None, read)
             children = {sid for sid, _ in batch if sid != session.id}
             if children:  # shown as subagents: restricted sessions, like live ones
-                sv.turns.subagents.shown(children)
+                sv.sessions.restricted.update(children)
             for sid, update in batch:  # subagents' under their ids; already in the log
                 await session.emit_fn(sid, update)
     finally:
@@ -174,7 +174,8 @@ async def delete_session(sv: Services, p: t.DeleteSessionRequest) -> t.DeleteSes
         await release(sv, session)
     await asyncio.to_thread(sv.sessions.store.delete, p.session_id)  # unknown ids are fine
     if valid_id(p.session_id):
-        await sv.turns.checkpoints.delete(p.session_id)  # what /undo kept goes with it
+        turns = await sv.turns_ready()
+        await turns.checkpoints.delete(p.session_id)  # what /undo kept goes with it
     return t.DeleteSessionResponse()
 
 
@@ -373,7 +374,7 @@ async def _register(
 ) -> None:
     sv.sessions.add(session)
     refused: list[Refused] = []
-    env = sv.turns.child_env
+    env = sv.child_env
 
     def find() -> list[Refused]:
         session.prompt_commands = load_prompt_commands(
@@ -400,13 +401,29 @@ def _announce_later(sv: Services, session: Session) -> None:
     asyncio.get_running_loop().call_soon(announce, sv, session)
 
 
+_mcp_loaded = False
+"""A session here was given MCP servers: the MCP layer is loaded (:func:`attach`)."""
+
+
+def deliver_mcp(note: t.MessageMcpNotification) -> None:
+    """An ``mcp/message`` notification, to the MCP server connection of ours it is about
+    (none unless a session was given servers)."""
+    if _mcp_loaded:
+        mcp.deliver(note)
+
+
 def attach(sv: Services, session: Session, servers: Sequence[t.McpServerAny] | UnsetType) -> None:
     """Give an opened session (in the background) its MCP servers; ``servers`` is the
     complete list for this connection."""
+    global mcp, _mcp_loaded
     if session.mcp is not None:  # load/resume again: the client's list replaces it
         sv.background(session.mcp.aclose())
         session.mcp = None
     if servers:
+        from .. import mcp  # the MCP layer (8 ms): loaded for a session given servers only
+
+        _mcp_loaded = True
+
         async def problem(severity: str, title: str, description: str | None) -> None:
             await sv.notify(session, severity, title, description, fallback=True)
 
@@ -419,7 +436,7 @@ def attach(sv: Services, session: Session, servers: Sequence[t.McpServerAny] | U
             )
             return response
 
-        session.mcp = McpHub(
+        session.mcp = mcp.McpHub(
             list(servers), cwd=session.cwd, on_problem=problem, on_change=changed, acp=acp,
             environ=functools.partial(child_environ, sv.config),  # no secrets (childenv)
         )

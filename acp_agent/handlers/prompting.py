@@ -35,7 +35,8 @@ from ..protocol import types as t
 from ..sessions.replay import prompt_text
 from ..sessions.session import make_title
 from ..sessions.steers import chunks, settle
-from .commands import TAKING_BACK, dispatch, parse_invocation, refresh_skills
+from .builtins import dispatch, refresh_skills
+from .commands import TAKING_BACK, parse_invocation
 from .lifecycle import take_over
 
 if TYPE_CHECKING:

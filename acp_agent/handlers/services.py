@@ -1,42 +1,52 @@
 """What the protocol handlers work with once ``initialize`` is done, each concern an
 object of its own: the model providers (:class:`~acp_agent.providers.pool.Models`), the
 open sessions and their store (:class:`~acp_agent.sessions.registry.OpenSessions`), the
-factory of each turn's world (:class:`~.turns.Turns`), the warm-up and background work.
+sandbox, the warm-up and background work; and, loaded later, the factory of each turn's
+world (:class:`~.turns.Turns`).
 
-This module is the late-loaded boundary: ``agent.py`` imports it (and with it every
-handler and what they stand on: sessions, the engine, the tools) on the first request
-past ``initialize``, and the warm-up thread imports it sooner. Nothing on the way to the
-``initialize`` reply imports it.
+Loading late happens at two boundaries, both here:
+
+1. This module: ``agent.py`` imports it (and with it the session handlers and what they
+   stand on: the sessions and their store, the sandbox's probe, the slash commands'
+   listing) on the first request past ``initialize``; the warm-up thread imports it
+   sooner. Nothing on the way to the ``initialize`` reply imports it.
+2. :mod:`.turnstage` (the turn engine, the tools, the handlers that run turns), imported
+   by :attr:`Services.turns`: by the warm-up thread once a session is open, or by the
+   first request that needs a turn's world. ``session/new`` never waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import functools
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..client import ClientProxy
 from ..config import Config, default_state_dir
+from ..engine.childenv import child_environ
 from ..engine.notices import notify
 from ..engine.sandboxing import Sandboxing
-from ..mcp import deliver
 from ..providers.pool import Models
 from ..sessions.registry import OpenSessions
 from ..sessions.session import Session
 from ..sessions.store import Store
-from . import catalog, endpoints, lifecycle, options, prompting, steering
+from . import catalog, endpoints, lifecycle, options
 from .background import Background
-from .turns import Turns
 from .warmup import Warmup
+
+if TYPE_CHECKING:
+    from . import turnstage
+    from .turns import Turns
 
 __all__ = [
     "Services",
     "catalog",
-    "deliver",
     "endpoints",
     "lifecycle",
     "options",
-    "prompting",
-    "steering",
+    "turnstage",
 ]
 
 
@@ -46,11 +56,12 @@ class Services:
     client: ClientProxy
     warmup: Warmup
     sessions: OpenSessions
-    turns: Turns
     background: Background
     sandboxing: Sandboxing
     turn_deadlines: dict[asyncio.Timeout, float]
     """The running turns' ``turn-timeout`` deadlines (see ``reload``)."""
+    _turns: Turns | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     @classmethod
     def build(
@@ -64,15 +75,47 @@ class Services:
         """``store``: one shared with other connections (left open at shutdown)."""
         config = models.config
         sessions = OpenSessions(config.state_dir or default_state_dir(), store)
-        background = Background()
-        sandboxing = Sandboxing(config)
-        turns = Turns(models, client, sessions, warmup, background, sandboxing)
-        return cls(models, client, warmup, sessions, turns, background, sandboxing,
+        return cls(models, client, warmup, sessions, Background(), Sandboxing(config),
                    {} if deadlines is None else deadlines)  # fmt: skip
 
     @property
     def config(self) -> Config:
         return self.models.config
+
+    @functools.cached_property
+    def child_env(self) -> dict[str, str]:
+        """The environment of commands run for the model (and of what reads the project
+        for it): ours without the secrets."""
+        return child_environ(self.config)
+
+    @property
+    def turns(self) -> Turns:
+        """The factory of each turn's world, built on first use: past the second
+        late-loaded boundary (:mod:`.turnstage`), which the warm-up usually has
+        imported by then."""
+        if self._turns is None:
+            with self._lock:
+                if self._turns is None:
+                    global turnstage
+                    from . import turnstage  # the second late-loaded boundary (module doc)
+
+                    self._turns = turnstage.Turns(
+                        self.models, self.client, self.sessions, self.warmup, self.background,
+                        self.sandboxing, self.child_env,
+                    )  # fmt: skip
+        return self._turns
+
+    async def turns_ready(self) -> Turns:
+        """:attr:`turns`, its stage imported in a worker thread if need be (the warm-up
+        usually has done it: then at once)."""
+        if self._turns is None:
+            await asyncio.to_thread(lambda: self.turns)
+        return self.turns
+
+    @property
+    def loaded_turns(self) -> Turns | None:
+        """The turns' factory if it was built (no turn can have run before)."""
+        return self._turns
 
     async def notify(
         self,
@@ -91,7 +134,12 @@ class Services:
         import waited for this), and the session's first turn is readied."""
         self.warmup.start()
         self.warmup.opened.set()
-        self.background(self.turns.prepare(session))
+        self.background(self._prepare(session))
+
+    async def _prepare(self, session: Session) -> None:
+        await self.warmup.warmed(turn=False)  # (it imports the turn stage)
+        turns = await self.turns_ready()
+        await turns.prepare(session)
 
     def cancel_all(self) -> None:
         for session in self.sessions.values():

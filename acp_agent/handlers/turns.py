@@ -59,8 +59,11 @@ class Turns:
         warmup: Warmup,
         background: Background,
         sandboxing: Sandboxing,
+        child_env: dict[str, str],
     ) -> None:
         self.models = models
+        self.child_env = child_env
+        """The environment of commands run for the model: ours without the secrets."""
         self.sandboxing = sandboxing
         self.background = background
         self.client = client
@@ -246,11 +249,6 @@ class Turns:
         return WebSettings(config.web.allow_private, limits.web_timeout, limits.web_max_bytes,
                            limits.web_max_chars)  # fmt: skip
 
-    @functools.cached_property
-    def child_env(self) -> dict[str, str]:
-        """The environment of commands run for the model: ours without the secrets."""
-        return child_environ(self.models.config)
-
     async def prepare(self, session: Session) -> None:
         """What the session's first turn would otherwise do first: its model's provider
         (a loaded session may use another model; no SDK but its model's is imported),
@@ -270,7 +268,6 @@ class Turns:
             self._prebuilt[session] = (text, session.mode, session.model)
         await self.rules_for(session)
         self.tools_for(session)
-        self.child_env  # noqa: B018 (built once: every family's secret names)
         log.debug("session prepared", session_id=session.id)
 
 

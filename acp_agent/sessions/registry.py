@@ -8,21 +8,35 @@ index's database in a worker thread so that ``session/new`` never waits for it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Protocol, TypeVar
 
-from ..errors import SessionNotFound
+from ..errors import InvalidParams, SessionNotFound
 from .session import Session
 from .sessionindex import SessionIndex
 from .store import Store
 
 
+class _HasSessionId(Protocol):
+    @property
+    def session_id(self) -> str: ...
+
+
+P = TypeVar("P", bound=_HasSessionId)
+R = TypeVar("R")
+
+
 class OpenSessions(Mapping[str, Session]):
     """The client's own sessions open here (subagents' children live in
-    ``engine.subagents``), by id."""
+    ``engine.subagents``), by id; and the ids of the subagents' sessions the client was
+    told about, which other requests may not name (:meth:`guard`)."""
 
     def __init__(self, state_dir: str, store: Store | None = None) -> None:
         self.state_dir = state_dir
         self._open: dict[str, Session] = {}
+        self.restricted: set[str] = set()
+        """Every subagent session shown to the client (live, or replayed by a load):
+        restricted to ``session/cancel``."""
         self._store = store
         self._shared = store is not None
         self._lock = threading.Lock()
@@ -42,6 +56,20 @@ class OpenSessions(Mapping[str, Session]):
         if session is None:
             raise SessionNotFound(session_id)
         return session
+
+    def guard(self, handler: Callable[[P], Awaitable[R]]) -> Callable[[P], Awaitable[R]]:
+        """``handler``, refusing requests that name a subagent's session (-32602)."""
+
+        async def checked(p: P) -> R:
+            if p.session_id in self.restricted:
+                raise InvalidParams(
+                    f"Invalid params: session {p.session_id} is a subagent session; "
+                    "it is restricted to session/cancel",
+                    {"sessionId": p.session_id},
+                )
+            return await handler(p)
+
+        return checked
 
     def add(self, session: Session) -> None:
         self._open[session.id] = session

@@ -26,10 +26,10 @@ from ..client import Client
 from ..conversation import ImagePart, ToolSpec
 from ..errors import ToolError
 from ..protocol import types as t
-from .sandbox import Sandbox
-from .usershell import LoginEnvironment
 
 if TYPE_CHECKING:
+    from .sandbox import Sandbox
+    from .usershell import LoginEnvironment
     from .webfetch import WebSettings
 
 ToolKind: TypeAlias = Literal[
