@@ -151,15 +151,11 @@ class Sandboxing:
         """A backend works (``False`` until found)."""
         return self.found is not None and self.found.program is not None
 
-    def start(self) -> None:
-        """Start the probe now, from any thread (:func:`start_probe`)."""
-        start_probe()
-
     async def ready(self) -> Found:
-        """The backend, once found (starting the probe if it is not under way)."""
+        """The backend, once found (the probe started if it is not under way, and waited
+        for in a worker thread: :func:`detected`)."""
         if self.found is None:
             if self._probe is None:
-                start_probe()
                 self._probe = asyncio.ensure_future(asyncio.to_thread(detected))
             self.found = await asyncio.shield(self._probe)
         return self.found
