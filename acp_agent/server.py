@@ -160,7 +160,7 @@ def wire(
     if env.get(COALESCE_ENV, "") not in ("", "0"):
         connection.coalesce["session/update"] = ChunkMerger()
     def late() -> None:  # (the warm-up thread) what session/new waits for
-        from .engine.sandboxing import start_probe
+        from .engine.probe import start_probe
 
         start_probe()  # a process of its own: runs beside what follows
         services = agent.services()

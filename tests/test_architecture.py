@@ -236,16 +236,32 @@ def test_loading_late_is_decided_in_named_places() -> None:
     assert {m: s for m, s in stray.items() if s} == {}
 
 
+#: Modules of the layers below ``handlers/`` that start-up loads, each light on purpose:
+#: ``session/new`` answers from them before the session stage is loaded
+#: (``handlers.opening``).
+LIGHT_AT_START = {
+    "acp_agent.engine.probe": "whether bubblewrap works (the probe starts first thing)",
+    "acp_agent.engine.modes": "the modes offered, as data",
+    "acp_agent.sessions.ids": "a new session's id",
+    "acp_agent.sessions.offers": "the client's systemPrompt, as a value",
+    "acp_agent.engine": "(their packages: empty)",
+    "acp_agent.sessions": "",
+}
+
+
 def test_the_way_to_initialize_stays_light() -> None:
-    """Starting the server loads the method table and what ``initialize`` answers from
-    (the configuration, the provider registry and its specs): no handler past it, no
-    session machinery, engine, tool, MCP or provider implementation."""
+    """Starting the server loads the method table and what ``initialize`` and the answer
+    to ``session/new`` need (the configuration, the provider registry and its specs, the
+    light modules above): no handler past it, no session machinery, engine, tool, MCP or
+    provider implementation."""
     code = (
         "import sys, acp_agent.server, acp_agent.cli\n"
         "print(' '.join(sorted(m for m in sys.modules if m.startswith('acp_agent'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.split()  # fmt: skip
+    assert "acp_agent.handlers.opening" in out  # (session/new's answer is ready at start)
+    out = [m for m in out if m not in LIGHT_AT_START]
     heavy = [m for m in out if unit(m) in (
         "acp_agent.sessions", "acp_agent.engine", "acp_agent.tools", "acp_agent.mcp",
         "acp_agent.human", "acp_agent.transports",

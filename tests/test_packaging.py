@@ -55,9 +55,12 @@ SUBPACKAGES = ("protocol", "rpc", "providers", "tools", "mcp")
 # time; the closure check below covers it: nothing is installed that the runtime does not need.)
 DEV_ONLY = {"pytest", "pytest-asyncio", "pytest-timeout", "pytest-xdist", "coverage", "mypy",
             "types-jsonschema", "ruff", "agent-client-protocol"}
+#: What a fresh clone does not hold. The coverage data files come and go while the suite
+#: runs (every measured subprocess writes one beside the checkout, then renames it): a
+#: copy that listed one may find it gone.
 NOT_SOURCE = shutil.ignore_patterns(
     ".git", ".venv", "node_modules", "__pycache__", "*.pyc", ".*_cache", "*.egg-info", "build",
-    "dist",
+    "dist", ".coverage", ".coverage.*",
 )
 
 

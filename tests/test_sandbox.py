@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from acp_agent.config import from_mapping
-from acp_agent.engine.sandboxing import Sandboxing, detected
+from acp_agent.engine.probe import detected
+from acp_agent.engine.sandboxing import Sandboxing
 from acp_agent.tools.command import RunCommand
 
 from .harness import ResponseError, Scripted, agent_env

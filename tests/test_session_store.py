@@ -21,6 +21,7 @@ from acp_agent.conversation import (
 )
 from acp_agent.protocol import UNSET
 from acp_agent.protocol import types as t
+from acp_agent.sessions.ids import valid_id
 from acp_agent.sessions.records import (
     AddMessage,
     Header,
@@ -37,7 +38,7 @@ from acp_agent.sessions.records import (
 )
 from acp_agent.sessions.replay import INTERRUPTED, restore
 from acp_agent.sessions.session import Session, make_title
-from acp_agent.sessions.store import FLUSH_CHARS, Store, valid_id
+from acp_agent.sessions.store import FLUSH_CHARS, Store
 from acp_agent.sessions.transcript import transcript
 
 from .limits import eventually

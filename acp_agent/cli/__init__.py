@@ -183,6 +183,11 @@ def main(argv: list[str] | None = None) -> None:
     # ``initialize`` reply is written (then what start-up made is frozen out of every
     # later collection's walk); ~1.5 ms of a ~50 ms start here.
     gc.disable()
+    # Whether bubblewrap works here (the first session's modes say whether `auto` is
+    # offered): a process of its own, started first, so that its answer is in by then.
+    from ..engine.probe import start_probe
+
+    start_probe()
     plain = _plain_flags(argv)
     args: argparse.Namespace | SimpleNamespace = (
         plain if plain is not None else build_parser().parse_args(argv)

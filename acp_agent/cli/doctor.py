@@ -13,7 +13,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING
 
-from ..engine.sandboxing import probe
+from ..engine.probe import probe
 
 if TYPE_CHECKING:
     import argparse
@@ -196,7 +196,7 @@ def index(state_dir: str) -> tuple[str, str]:
 
 def sandbox() -> tuple[str, str]:
     """The command sandbox's backend: bubblewrap, if it is installed and runs here (the
-    probe the agent itself runs: ``engine.sandboxing``)."""
+    probe the agent itself runs: ``engine.probe``)."""
     found = probe()
     if found.program is not None:
         return OK, f"sandbox: bubblewrap ({found.program}): `auto` mode is offered"

@@ -52,8 +52,9 @@ from ..errors import ProviderAuthError, ProviderError, ToolError
 from ..escaping import escaped
 from ..protocol import UNSET, UnsetType
 from ..protocol import types as t
+from ..sessions.ids import new_session_id
 from ..sessions.registry import OpenSessions
-from ..sessions.session import Session, new_session_id
+from ..sessions.session import Session
 from ..tools.base import Arguments, BuiltinTool, CallInfo, ToolContext, ToolKind, ToolOutput
 from .childstream import ChildLog, send_message
 from .turn import run_turn

@@ -28,7 +28,7 @@ from ..protocol import steering as steer_wire
 from ..protocol import types as t
 from ..providers.pool import Models
 from ..rpc.connection import Route
-from . import auth
+from . import auth, opening
 from .warmup import Warmup
 
 if TYPE_CHECKING:
@@ -61,14 +61,14 @@ class Agent:
     ) -> None:
         self.client = client
         self.store = store
-        """The store shared with the process's other connections (``acp-agent serve``);
-        ``None``: this connection's own."""
+        """The store shared by the process's connections (``serve``); ``None``: its own."""
         self.models = Models(config)
         self.warmup = Warmup(warm, self._after_warm_imports)
         self.initialized = False
         self.auth = auth.StatusFeed(self.models, client)
         self._services: Services | None = None
         self._lock = threading.Lock()
+        self.openings = opening.Openings()
         self.turn_deadlines: dict[asyncio.Timeout, float] = {}
         """The running turns' ``turn-timeout`` deadlines, with the loop time each turn
         started (``reload`` bounds them again)."""
@@ -78,8 +78,7 @@ class Agent:
         return self.models.config
 
     def services(self) -> Services:
-        """Everything past ``initialize``: built by the first request that needs it, or
-        by the warm-up thread, whichever comes first."""
+        """Everything past ``initialize``: built by the warm-up thread or a request."""
         if self._services is None:
             with self._lock:
                 if self._services is None:
@@ -91,9 +90,14 @@ class Agent:
                     )
         return self._services
 
-    def has_open(self, session_id: str) -> bool:
-        """``session_id`` is open on this connection."""
-        return self._services is not None and session_id in self._services.sessions
+    async def settled(self) -> Services:  # once initialized, and no session being opened
+        self.require_initialized()
+        await self.openings.settled()
+        return self.services()
+
+    def has_open(self, session_id: str) -> bool:  # (on this connection; or being opened)
+        sv = self._services
+        return session_id in self.openings.ids or (sv is not None and session_id in sv.sessions)
 
     async def _after_warm_imports(self) -> None:
         """The warm-up's last step: the configured model's provider readied."""
@@ -104,8 +108,7 @@ class Agent:
             """The handler ``handler()`` names, once ``initialize`` is done."""
 
             async def call(p: P) -> R:
-                self.require_initialized()
-                sv = self.services()
+                sv = await self.settled()  # (first: it loads what ``handler()`` names)
                 return await handler()(sv, p)
 
             return call
@@ -115,20 +118,19 @@ class Agent:
             call = bound(handler)
 
             async def checked(p: P) -> R:
-                self.require_initialized()
-                guard = self.services().sessions.guard
+                guard = (await self.settled()).sessions.guard
                 return await guard(call)(p)  # type: ignore[type-var]
 
             return checked
 
         def turning(handler: Handler[P, R]) -> Callable[[P], Awaitable[R]]:
-            """``handler`` (of the turn stage, ``services.turnstage``, loaded first off
-            the event loop), refusing a subagent's session."""
+            """``handler`` (of the turn stage, loaded first off the event loop), refusing a
+            subagent's session; a ``session/cancel`` while it waits cancels its turn."""
             call = guarded(handler)
 
             async def loaded(p: P) -> R:
                 self.require_initialized()
-                await self.services().turns_ready()
+                await self.openings.arrive(getattr(p, "session_id", ""), self.services)
                 return await call(p)
 
             return loaded
@@ -158,9 +160,7 @@ class Agent:
             "providers/disable": Route(
                 t.DisableProviderRequest, telling(lambda: services.endpoints.disable_provider)
             ),
-            "session/new": Route(
-                t.NewSessionRequest, bound(lambda: services.lifecycle.new_session)
-            ),
+            "session/new": Route(t.NewSessionRequest, self.new_session),
             "session/load": Route(
                 t.LoadSessionRequest, guarded(lambda: services.lifecycle.load_session)
             ),
@@ -259,6 +259,13 @@ class Agent:
             meta=steer_wire.ADVERTISED,
         )
 
+    async def new_session(self, p: t.NewSessionRequest) -> t.NewSessionResponse:
+        """Answered at once, the session opened after the answer (``handlers.opening``)."""
+        self.require_initialized()
+        response, new = await opening.answer(self.models, p)
+        self.openings.open(new, self.services)
+        return response
+
     async def authenticate(self, p: t.AuthenticateRequest) -> t.AuthenticateResponse:
         self.require_initialized()
         try:
@@ -271,14 +278,10 @@ class Agent:
         return self.auth.answer()
 
     async def cancel(self, p: t.CancelNotification) -> None:
-        if not self.initialized or self._services is None:
-            return  # a notification: ignored, never answered; no session open yet
-        sv = self._services
-        session = sv.sessions.get(p.session_id)
-        if session is not None:  # unknown or idle sessions: nothing to do
-            session.cancel()
-        elif (turns := sv.loaded_turns) is not None:  # (no turn ran: no child either)
-            turns.subagents.cancel(p.session_id)  # a child: it and its descendants only
+        if self.initialized:  # (else ignored: a notification is never answered)
+            self.openings.cancel(p.session_id)  # prompts waiting to run (see ``turning``)
+            if self._services is not None:
+                self._services.cancel(p.session_id)
 
     async def mcp_message(self, p: t.MessageMcpNotification) -> None:
         """From an editor-provided MCP server (``"type": "acp"``), about one of our requests."""
@@ -290,6 +293,7 @@ class Agent:
             self._services.cancel_all()
 
     async def shutdown(self) -> None:
+        await self.openings.settled()  # a session answered for is stored before the end
         if self._services is not None:
             await self._services.shutdown()
         else:

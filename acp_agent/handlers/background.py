@@ -17,6 +17,15 @@ class Background:
     def __call__(self, coro: Coroutine[Any, Any, Any]) -> None:
         self.start(coro)
 
+    def __bool__(self) -> bool:
+        """Some of the work is still under way."""
+        return bool(self._tasks)
+
+    async def settled(self) -> None:
+        """Wait until none of the work is under way (work started meanwhile included)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
     def start(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """:meth:`__call__`, returning the task (it has not run yet)."""
         task = asyncio.ensure_future(coro)

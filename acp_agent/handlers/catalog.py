@@ -32,7 +32,8 @@ from ..errors import InternalError, InvalidParams, InvalidRequest, SessionNotFou
 from ..protocol import UNSET
 from ..protocol import types as t
 from ..sessions.records import Archived, ClientTitle, now_iso
-from .lifecycle import check_path, release
+from .lifecycle import release
+from .opening import check_path
 
 if TYPE_CHECKING:
     from ..sessions.records import Archived, ClientTitle

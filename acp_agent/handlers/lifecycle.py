@@ -14,27 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
 from .. import log
 from ..config import SandboxLevel
 from ..engine.childenv import child_environ
-from ..engine.permissions import MODE_IDS
+from ..engine.modes import MODE_IDS
 from ..engine.sandboxing import explicit
-from ..errors import InternalError, InvalidParams, InvalidRequest, SessionNotFound
+from ..errors import InternalError, InvalidRequest, SessionNotFound
 from ..escaping import escaped
 from ..protocol import UnsetType
 from ..protocol import types as t
-from ..sessions.offers import ClientPrompt
+from ..sessions.ids import new_session_id, valid_id
 from ..sessions.records import Archived, Checkpoint, Header, Roots, Undone, bulk, now_iso
 from ..sessions.replay import restore, scan
-from ..sessions.session import Session, new_session_id
-from ..sessions.store import valid_id
+from ..sessions.session import Session
 from ..sessions.transcript import Pair, Uses, load_batches
 from .auth import require_key
 from .commands import find_skills, load_prompt_commands, session_commands, skill_notice
+from .opening import client_prompt, roots
 from .options import config_options, mode_ids, mode_refusal, modes
 
 if TYPE_CHECKING:
@@ -43,34 +42,33 @@ if TYPE_CHECKING:
     from ..sessions.records import Record
     from ..sessions.replay import State
     from ..sessions.store import Snapshot
+    from .opening import NewSession
     from .services import Services
 
     Reading = tuple[Snapshot, Uses]
     """A log to replay: its snapshot, and what a first pass over it learned."""
 
 
-async def new_session(sv: Services, p: t.NewSessionRequest) -> t.NewSessionResponse:
-    require_key(sv.config)
-    await sv.sandboxing.ready()  # whether auto and the sandbox option are offered
-    cwd, directories = roots(p.cwd, p.additional_directories)
-    prompt = client_prompt(p.system_prompt)
+async def open_new(sv: Services, new: NewSession) -> None:
+    """Open the session ``session/new`` has answered for (``handlers.opening``): its log
+    created, its command files and skills found, its MCP servers started, then the
+    client told the rest (commands, notices, usage)."""
+    await sv.sandboxing.ready()  # (found: the answer waited for it)
+    settings = new.settings
     session = Session(
-        id=new_session_id(),
-        cwd=cwd,
+        id=new.session_id,
+        cwd=new.cwd,
         emit_fn=sv.client.session_update,
-        mode=sv.config.default_mode,
-        model=sv.config.model,
-        thinking=sv.config.thinking,
-        additional_directories=directories,
-        sandbox=sv.config.sandbox.level,
+        mode=settings.mode,
+        model=settings.model,
+        thinking=settings.thinking,
+        additional_directories=list(new.directories),
+        sandbox=settings.sandbox,
     )
     await _store_new(sv, session)
-    if prompt is not None:
-        session.set_client_prompt(prompt)
-    await _opened(sv, session, p.mcp_servers)
-    return t.NewSessionResponse(
-        session_id=session.id, modes=modes(sv, session), config_options=config_options(sv, session)
-    )
+    if new.prompt is not None:
+        session.set_client_prompt(new.prompt)
+    await _opened(sv, session, new.servers)
 
 
 async def load_session(sv: Services, p: t.LoadSessionRequest) -> t.LoadSessionResponse:
@@ -209,51 +207,6 @@ async def take_over(sv: Services, session: Session) -> None:
     session.restore(state)  # it may have gone on over there
     session.log, session.read_only = writer, False
     session.set_mode(session.mode)  # keep what this client chose meanwhile
-
-
-def client_prompt(value: t.SystemPrompt | UnsetType | None) -> ClientPrompt | None:
-    """A lifecycle request's ``systemPrompt``, checked before anything is created:
-    ``append`` and ``override`` of text blocks; anything else is -32602."""
-    if value is None or isinstance(value, UnsetType):
-        return None
-    if value.mode not in ("append", "override"):
-        raise InvalidParams(
-            f"Invalid params: system prompt mode {value.mode!r} is not supported"
-            " (append, override) - at `$.systemPrompt.mode`"
-        )
-    if not value.content:
-        raise InvalidParams("Invalid params: an empty system prompt - at `$.systemPrompt.content`")
-    texts: list[str] = []
-    for i, block in enumerate(value.content):
-        if not isinstance(block, t.TextContent):
-            raise InvalidParams(
-                f"Invalid params: system prompts take text blocks only, got {type(block).__name__}"
-                f" - at `$.systemPrompt.content[{i}]`"
-            )
-        texts.append(block.text)
-    return ClientPrompt(value.mode, "\n\n".join(texts).strip())
-
-
-def roots(cwd: str, directories: list[str] | UnsetType) -> tuple[str, list[str]]:
-    """Validate a lifecycle request's roots (before anything is created or loaded)."""
-    check_path(cwd, "cwd", "`cwd` must be an absolute path")
-    extra = [] if isinstance(directories, UnsetType) else directories
-    for i, path in enumerate(extra):
-        check_path(
-            path,
-            f"additionalDirectories[{i}]",
-            "additional directories must be absolute paths",
-        )
-    return os.path.normpath(cwd), [os.path.normpath(path) for path in extra]
-
-
-def check_path(path: str, field: str, rule: str) -> None:
-    """A path from the client that will reach ``os`` calls: absolute, and no NUL byte
-    (which every ``os`` call refuses)."""
-    if "\0" in path:
-        raise InvalidParams(f"Invalid params: a path must not contain NUL bytes - at `$.{field}`")
-    if not path or not os.path.isabs(path):
-        raise InvalidParams(f"Invalid params: {rule}, got {path!r} - at `$.{field}`")
 
 
 # ---------------------------------------------------------------------- opening

@@ -9,18 +9,43 @@ both always move together. ``thought_level`` is offered only for models that thi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ..engine.permissions import MODE_IDS, MODES
+from ..engine.modes import MODE_IDS, MODES
 from ..errors import InvalidParams
 from ..protocol import UNSET
 from ..protocol import types as t
 
 if TYPE_CHECKING:
+    from ..providers.pool import Models
     from ..sessions.session import Session
     from .services import Services
 
 THINKING = ("off", "low", "medium", "high")
+
+
+class Offering(Protocol):
+    """What decides the choices offered: the models, and whether commands can be
+    sandboxed here (``handlers.services.Services``; before it is loaded, what
+    ``handlers.opening`` answers a new session from)."""
+
+    @property
+    def models(self) -> Models: ...
+    @property
+    def sandboxed(self) -> bool: ...
+
+
+class Settings(Protocol):
+    """A session's settings the options show (a ``Session``'s, or a new one's)."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def thinking(self) -> str: ...
+    @property
+    def sandbox(self) -> str: ...
 
 
 #: The ``sandbox`` option's values: the level ``auto`` runs commands at.
@@ -31,12 +56,12 @@ SANDBOX_LEVELS = [
 ]
 
 
-def mode_ids(sv: Services) -> list[str]:
+def mode_ids(sv: Offering) -> list[str]:
     """The modes offered: ``auto`` only when commands can be sandboxed."""
-    return [m for m in MODE_IDS if m != "auto" or sv.sandboxing.available]
+    return [m for m in MODE_IDS if m != "auto" or sv.sandboxed]
 
 
-def modes(sv: Services, session: Session) -> t.SessionModeState:
+def modes(sv: Offering, session: Settings) -> t.SessionModeState:
     offered = mode_ids(sv)
     return t.SessionModeState(
         current_mode_id=session.mode,
@@ -46,7 +71,7 @@ def modes(sv: Services, session: Session) -> t.SessionModeState:
     )
 
 
-def config_options(sv: Services, session: Session) -> list[t.SessionConfigOption]:
+def config_options(sv: Offering, session: Settings) -> list[t.SessionConfigOption]:
     def select(
         id: str, name: str, value: str, choices: Sequence[tuple[str, str, str | None]]
     ) -> t.SessionConfigSelect:
@@ -69,23 +94,23 @@ def config_options(sv: Services, session: Session) -> list[t.SessionConfigOption
     if sv.models.model_info_for(session.model).supports_thinking:
         levels = [(v, v.capitalize(), None) for v in THINKING]
         options.append(select("thought_level", "Thinking", session.thinking, levels))
-    if sv.sandboxing.available:
+    if sv.sandboxed:
         options.append(select("sandbox", "Sandbox", session.sandbox, SANDBOX_LEVELS))
     return options
 
 
-def _models(sv: Services, session: Session) -> list[str]:
+def _models(sv: Offering, session: Settings) -> list[str]:
     """The models offered: the configured ones, and the session's own (``/model`` may
     have chosen another)."""
     models = sv.models.choices
     return models if session.model in models else [*models, session.model]
 
 
-def _allowed(sv: Services, session: Session) -> Mapping[str, list[str]]:
+def _allowed(sv: Offering, session: Settings) -> Mapping[str, list[str]]:
     allowed: dict[str, list[str]] = {"mode": mode_ids(sv), "model": _models(sv, session)}
     if sv.models.model_info_for(session.model).supports_thinking:
         allowed["thought_level"] = list(THINKING)
-    if sv.sandboxing.available:
+    if sv.sandboxed:
         allowed["sandbox"] = [v for v, _, _ in SANDBOX_LEVELS]
     return allowed
 

@@ -38,6 +38,7 @@ from .warmup import Warmup
 
 if TYPE_CHECKING:
     from . import turnstage
+    from .opening import NewSession
     from .turns import Turns
 
 __all__ = [
@@ -81,6 +82,11 @@ class Services:
     @property
     def config(self) -> Config:
         return self.models.config
+
+    @property
+    def sandboxed(self) -> bool:
+        """Commands can be sandboxed here (``False`` until the probe's answer is in)."""
+        return self.sandboxing.available
 
     @functools.cached_property
     def child_env(self) -> dict[str, str]:
@@ -129,6 +135,10 @@ class Services:
         """A live advisory for ``session``'s user (see ``engine.notices``)."""
         await notify(self.client, session, severity, title, description, fallback=fallback)
 
+    async def open_new(self, new: NewSession) -> None:
+        """Open the session a ``session/new`` was answered for (``handlers.opening``)."""
+        await lifecycle.open_new(self, new)
+
     def opened(self, session: Session) -> None:
         """``session`` was opened and its response sent: the warm-up goes on (the SDK's
         import waited for this), and the session's first turn is readied."""
@@ -140,6 +150,15 @@ class Services:
         await self.warmup.warmed(turn=False)  # (it imports the turn stage)
         turns = await self.turns_ready()
         await turns.prepare(session)
+
+    def cancel(self, session_id: str) -> None:
+        """``session/cancel``: the session's turns, or a subagent's (it and its
+        descendants only); unknown or idle sessions: nothing to do."""
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.cancel()
+        elif self._turns is not None:  # (no turn ran: no child either)
+            self._turns.subagents.cancel(session_id)
 
     def cancel_all(self) -> None:
         for session in self.sessions.values():

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
@@ -462,10 +461,6 @@ class Session:
     @property
     def busy(self) -> bool:
         return bool(self.turns)
-
-
-def new_session_id() -> str:
-    return "sess_" + os.urandom(12).hex()
 
 
 def make_title(text: str, limit: int = 60) -> str:

@@ -39,8 +39,9 @@ from collections.abc import Callable, Iterator
 import msgspec
 
 from .. import log
+from .ids import valid_id
 from .records import Meta, decode_meta, encode_meta, meta_of, read_records
-from .store import ArchiveFilter, valid_id
+from .store import ArchiveFilter
 
 SCHEMA = 2
 """The layout's version (``PRAGMA user_version``); an index of another is rebuilt. 2: the

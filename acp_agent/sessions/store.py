@@ -39,7 +39,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import re
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal, Protocol, TypeVar
@@ -47,6 +46,7 @@ from typing import Literal, Protocol, TypeVar
 import msgspec
 
 from .diskwriter import DiskWriter
+from .ids import valid_id
 from .records import (
     Header,
     Meta,
@@ -70,7 +70,6 @@ __all__ = [
     "SessionLog",
     "Snapshot",
     "Store",
-    "valid_id",
 ]
 
 PAGE_SIZE = 50
@@ -80,12 +79,6 @@ ArchiveFilter = Literal["exclude", "include", "only"]
 """Which sessions a listing shows: not archived (the default), all, archived only."""
 
 T = TypeVar("T")
-_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
-
-
-def valid_id(session_id: str) -> bool:
-    """Whether ``session_id`` can name a file in the store (no paths, no dot-files)."""
-    return _ID.fullmatch(session_id) is not None
 
 
 # --------------------------------------------------------------------------- the store
