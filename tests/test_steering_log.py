@@ -147,7 +147,7 @@ async def running(
         assert client.connection is not None
         agent = client.connection.routes["initialize"].handler.__self__  # type: ignore[attr-defined]
         assert isinstance(agent, Agent)
-        sv = agent.services()
+        sv = await agent.settled()  # (the session answered for is open)
         yield client, sv, sv.sessions.require(sid)
 
 
