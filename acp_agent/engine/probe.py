@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-from dataclasses import dataclass
+
+import msgspec
 
 #: The probe: bubblewrap creating the namespaces and mounts of every sandboxed command.
 PROBE = ("--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
@@ -23,8 +24,7 @@ PROBE_TIMEOUT = 10.0
 MISSING = "bubblewrap is not installed (install the `bubblewrap` package: it provides `bwrap`)"
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(msgspec.Struct, frozen=True):
     """Bubblewrap's program when it works here, else why not (in words for the user)."""
 
     program: str | None

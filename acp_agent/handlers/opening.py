@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ..engine.probe import detected, known
 from ..errors import InvalidParams
@@ -41,8 +42,7 @@ if TYPE_CHECKING:
     from .services import Services
 
 
-@dataclass(frozen=True, slots=True)
-class Fresh:
+class Fresh(msgspec.Struct, frozen=True):
     """A new session's settings: the configuration's defaults."""
 
     mode: str
@@ -55,8 +55,7 @@ class Fresh:
         return cls(config.default_mode, config.model, config.thinking, config.sandbox.level)
 
 
-@dataclass(frozen=True, slots=True)
-class NewSession:
+class NewSession(msgspec.Struct, frozen=True):
     """What opening an answered ``session/new`` needs."""
 
     session_id: str
@@ -67,8 +66,7 @@ class NewSession:
     servers: Sequence[t.McpServerAny] | UnsetType
 
 
-@dataclass(frozen=True, slots=True)
-class _Offer:
+class _Offer(msgspec.Struct, frozen=True):
     models: Models
     sandboxed: bool
 

@@ -4,12 +4,12 @@ command files and the engine's skills meet) and the client's ``systemPrompt``.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 
-@dataclass(frozen=True, slots=True)
-class ClientPrompt:
+
+class ClientPrompt(msgspec.Struct, frozen=True):
     """A client's ``systemPrompt``: ``append`` or ``override``, and its text (kept in the
     log as an ``Instructions`` record; ``engine.instructions`` composes it)."""
 
