@@ -28,7 +28,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .client import ClientProxy
@@ -43,6 +43,11 @@ from .rpc.framing import open_stdio
 COALESCE_ENV = "ACP_AGENT_COALESCE_CHUNKS"
 WARM_SWITCH_INTERVAL = 0.0005
 WARM_GRACE = 0.1
+#: Seconds after the ``initialize`` reply the warm-up waits for the client's first session
+#: request before it starts anyway: an editor sends ``session/new`` at once, and its answer
+#: (``handlers.opening``) then has the processor to itself; opening that session starts
+#: the warm-up (``Services.opened``).
+WARM_START = 0.05
 
 #: What every first prompt needs besides the session handlers, whatever the model: the
 #: turn stage (``handlers.turnstage``, the second late-loaded boundary) and the tools
@@ -53,13 +58,14 @@ WARM_MODULES = ("acp_agent.handlers.turnstage", "acp_agent.tools")
 def warm(
     config: Config,
     opened: threading.Event,
-    params: Iterable[type] = (),
+    params: Sequence[type] = (),
     late: Callable[[], None] = lambda: None,
 ) -> None:
-    """Import what the first prompt needs (call from a worker thread): ``late`` (the
-    late-loaded handlers and what they stand on, built, and the session index opened:
-    everything ``session/new`` needs) and msgspec's decoding plans for ``params`` (the
-    methods' parameter types; built on a type's first decoding otherwise), then, once a
+    """Import what the first prompt needs (call from a worker thread): msgspec's decoding
+    plan for ``params[0]`` (the request that usually comes next: ``session/new``; built on
+    a type's first decoding otherwise, ~2 ms), ``late`` (the late-loaded handlers and
+    what they stand on, built, and the session index opened: what opens a session), and
+    the plans of the other ``params`` (the methods' parameter types), then, once a
     session is open (``opened``, set after its response) or after :data:`WARM_GRACE`
     seconds, the configured model's SDK and the tools' schemas: an editor's
     ``session/new`` right after ``initialize`` never shares the processor with them."""
@@ -71,9 +77,11 @@ def warm(
     interval = sys.getswitchinterval()
     sys.setswitchinterval(WARM_SWITCH_INTERVAL)
     try:
-        late()
-        for type_ in params:
+        for type_ in params[:1]:
             msgspec.json.Decoder(type_)  # the plan is kept on the type
+        late()
+        for type_ in params[1:]:
+            msgspec.json.Decoder(type_)
         opened.wait(WARM_GRACE)
         if family.remote:  # its SDK client's TLS context, built beside the SDK's import
             from .providers import _http
@@ -171,7 +179,8 @@ def wire(
 
     agent = Agent(config, ClientProxy(connection), imports)
     routes = agent.routes()
-    params = [route.params_type for route in routes.values()]
+    first = routes["session/new"].params_type  # (what an editor sends next)
+    params = [first, *(r.params_type for r in routes.values() if r.params_type is not first)]
     initialize = routes["initialize"]
 
     def start_warming() -> None:
@@ -184,7 +193,7 @@ def wire(
     async def initialize_then_warm(p: Any) -> Any:
         result = await initialize.handler(p)
         loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, start_warming)  # after the reply is written
+        loop.call_later(WARM_START, start_warming)  # (or a session opened: see WARM_START)
         return result
 
     routes["initialize"] = Route(initialize.params_type, initialize_then_warm)

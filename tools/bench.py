@@ -183,8 +183,12 @@ async def bench_startup(
     cmd: list[str] | None = None,
     prefix: str = "",
     env: dict[str, str] | None = None,
+    samples: dict[str, list[float]] | None = None,
 ) -> dict[str, float]:
-    init_ms, new_ms, second_ms, rss = [], [], [], []
+    """Medians of ``runs`` starts; with ``samples``, of those and the ones it holds from
+    earlier rounds (it is extended)."""
+    held = samples if samples is not None else {}
+    init_ms, new_ms, second_ms, rss = (held.setdefault(k, []) for k in ("i", "n", "s", "r"))
     for _ in range(runs):
         a = Agent(*(cmd or agent_cmd("--state-dir", tmp)), env=env, cwd=tmp)
         t0 = await a.start()
@@ -457,13 +461,18 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             if args.before:  # the same, installed from the earlier revision's wheel
                 old = install_wheel(tmp, Path(_export(args.before, tmp)), "before-wheel")
                 earlier = [str(old / "bin/acp-agent"), "--state-dir", tmp]
-            for _ in range(2):  # interleaved: all see the same machine load
-                ours = await bench_startup(args.runs // 2, tmp, installed, "installed_", env)
+            held: dict[str, dict[str, list[float]]] = {"ours": {}, "base": {}, "before": {}}
+            for _ in range(2):  # interleaved: all see the same machine load; every run counts
+                ours = await bench_startup(
+                    args.runs // 2, tmp, installed, "installed_", env, held["ours"]
+                )
                 base = await bench_startup(
-                    args.runs // 2, tmp, minimal, "baseline_minimal_msgspec_", env
+                    args.runs // 2, tmp, minimal, "baseline_minimal_msgspec_", env, held["base"]
                 )
                 if earlier is not None:
-                    out.update(await bench_startup(args.runs // 2, tmp, earlier, "before_", env))
+                    out.update(await bench_startup(
+                        args.runs // 2, tmp, earlier, "before_", env, held["before"]
+                    ))  # fmt: skip
             out.update(ours)
             out.update(base)
         if only in (None, "stream"):
