@@ -148,6 +148,29 @@ async def test_a_turn_waits_for_the_warm_up_off_the_event_loop(state_dir: str) -
     assert warmup.waiting == 0 and prepared.is_set()
 
 
+async def test_a_turn_before_the_warm_up_started_starts_it_and_waits(state_dir: str) -> None:
+    """A turn that comes before anything started the warm-up (its start waits for the
+    first session, or a grace) starts it and waits for it, never importing beside it:
+    a package two threads import at once can fail in one of them."""
+    release = threading.Event()
+    started = threading.Event()
+
+    def importing() -> None:
+        started.set()
+        release.wait(WAIT)
+
+    async def prepare() -> None:
+        pass
+
+    warmup = Warmup(importing, prepare)
+    assert warmup.started is None
+    waiting = asyncio.ensure_future(warmup.warmed())
+    await asyncio.to_thread(started.wait, WAIT)
+    assert started.is_set() and warmup.started is not None and not waiting.done()
+    release.set()
+    await waiting
+
+
 async def test_a_mode_changed_before_the_first_turn_is_in_its_system_prompt(
     checker: SchemaChecker, state_dir: str, workspace: str, server: FakeLLMServer, tmp_path: Path
 ) -> None:

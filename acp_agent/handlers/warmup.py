@@ -54,8 +54,11 @@ class Warmup:
             log.warning("warm-up failed", error=repr(exc))
 
     async def warmed(self, turn: bool = True) -> None:
-        """Wait for the warm-up, if it is under way (``turn``: a turn waits, so what only
-        saves a later turn's time is skipped)."""
+        """Wait for the warm-up, started now if it has not been (``turn``: a turn waits,
+        so what only saves a later turn's time is skipped). Never racing it: what it
+        imports, the caller would import too, and a package imported by two threads at
+        once can fail in one of them."""
+        self.start()
         warming = self._warming
         if warming is not None and not warming.done():
             self.waiting += turn
