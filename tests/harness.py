@@ -211,7 +211,11 @@ class AgentProcess:
     async def request(self, method: str, params: Any = None, **kw: Any) -> Any:
         response = await self.request_raw(method, params, **kw)
         if "error" in response:
-            raise ResponseError(response["error"])
+            error = ResponseError(response["error"])
+            if error.code == -32603:  # a bug of the agent's: what it logged says which
+                error.add_note("the agent's stderr, last lines (so far):\n"
+                               + self.stderr.decode(errors="replace")[-6000:])  # fmt: skip
+            raise error
         return response["result"]
 
     async def sent_request(self, method: str, params: Any = None, *, id: Any = _AUTO
