@@ -28,7 +28,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .client import ClientProxy
@@ -43,11 +43,6 @@ from .rpc.framing import open_stdio
 COALESCE_ENV = "ACP_AGENT_COALESCE_CHUNKS"
 WARM_SWITCH_INTERVAL = 0.0005
 WARM_GRACE = 0.1
-#: Seconds after the ``initialize`` reply the warm-up waits for the client's first session
-#: request before it starts anyway: an editor sends ``session/new`` at once, and its answer
-#: (``handlers.opening``) then has the processor to itself; opening that session starts
-#: the warm-up (``Services.opened``).
-WARM_START = 0.05
 
 #: What every first prompt needs besides the session handlers, whatever the model: the
 #: turn stage (``handlers.turnstage``, the second late-loaded boundary) and the tools
@@ -58,14 +53,13 @@ WARM_MODULES = ("acp_agent.handlers.turnstage", "acp_agent.tools")
 def warm(
     config: Config,
     opened: threading.Event,
-    params: Sequence[type] = (),
+    params: Iterable[type] = (),
     late: Callable[[], None] = lambda: None,
 ) -> None:
-    """Import what the first prompt needs (call from a worker thread): msgspec's decoding
-    plan for ``params[0]`` (the request that usually comes next: ``session/new``; built on
-    a type's first decoding otherwise, ~2 ms), ``late`` (the late-loaded handlers and
-    what they stand on, built, and the session index opened: what opens a session), and
-    the plans of the other ``params`` (the methods' parameter types), then, once a
+    """Import what the first prompt needs (call from a worker thread): ``late`` (the
+    late-loaded handlers and what they stand on, built, and the session index opened:
+    everything ``session/new`` needs) and msgspec's decoding plans for ``params`` (the
+    methods' parameter types; built on a type's first decoding otherwise), then, once a
     session is open (``opened``, set after its response) or after :data:`WARM_GRACE`
     seconds, the configured model's SDK and the tools' schemas: an editor's
     ``session/new`` right after ``initialize`` never shares the processor with them."""
@@ -77,11 +71,9 @@ def warm(
     interval = sys.getswitchinterval()
     sys.setswitchinterval(WARM_SWITCH_INTERVAL)
     try:
-        for type_ in params[:1]:
-            msgspec.json.Decoder(type_)  # the plan is kept on the type
         late()
-        for type_ in params[1:]:
-            msgspec.json.Decoder(type_)
+        for type_ in params:
+            msgspec.json.Decoder(type_)  # the plan is kept on the type
         opened.wait(WARM_GRACE)
         if family.remote:  # its SDK client's TLS context, built beside the SDK's import
             from .providers import _http
@@ -179,8 +171,7 @@ def wire(
 
     agent = Agent(config, ClientProxy(connection), imports)
     routes = agent.routes()
-    first = routes["session/new"].params_type  # (what an editor sends next)
-    params = [first, *(r.params_type for r in routes.values() if r.params_type is not first)]
+    params = [route.params_type for route in routes.values()]
     initialize = routes["initialize"]
 
     def start_warming() -> None:
@@ -193,7 +184,7 @@ def wire(
     async def initialize_then_warm(p: Any) -> Any:
         result = await initialize.handler(p)
         loop = asyncio.get_running_loop()
-        loop.call_later(WARM_START, start_warming)  # (or a session opened: see WARM_START)
+        loop.call_soon(loop.call_soon, start_warming)  # after the reply is written
         return result
 
     routes["initialize"] = Route(initialize.params_type, initialize_then_warm)

@@ -149,9 +149,9 @@ async def test_a_turn_waits_for_the_warm_up_off_the_event_loop(state_dir: str) -
 
 
 async def test_a_turn_before_the_warm_up_started_starts_it_and_waits(state_dir: str) -> None:
-    """A turn that comes before anything started the warm-up (its start waits for the
-    first session, or a grace) starts it and waits for it, never importing beside it:
-    a package two threads import at once can fail in one of them."""
+    """A turn that comes before anything started the warm-up starts it and waits for it,
+    never importing beside it: a package two threads import at once can fail in one of
+    them."""
     release = threading.Event()
     started = threading.Event()
 

@@ -1,7 +1,6 @@
 """The warm-up: what a first prompt would otherwise do on the event loop, done ahead.
 
-Started (once) when the first session is opened, or shortly after the ``initialize``
-reply without one (``server.WARM_START``), never during ``initialize`` or the answer to
+Started (once) after the ``initialize`` reply is written, never during ``initialize`` or
 ``session/new``: the process edge's imports run in a worker thread (``server.warm``:
 the late-loaded handlers, then, once a session is open, the engine, the tools and the
 configured model's SDK), then the configured model's provider readies its first request.
