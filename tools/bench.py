@@ -462,17 +462,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 old = install_wheel(tmp, Path(_export(args.before, tmp)), "before-wheel")
                 earlier = [str(old / "bin/acp-agent"), "--state-dir", tmp]
             held: dict[str, dict[str, list[float]]] = {"ours": {}, "base": {}, "before": {}}
-            for _ in range(2):  # interleaved: all see the same machine load; every run counts
-                ours = await bench_startup(
-                    args.runs // 2, tmp, installed, "installed_", env, held["ours"]
-                )
+            for _ in range(args.runs):  # interleaved spawn by spawn: all see the same load
+                ours = await bench_startup(1, tmp, installed, "installed_", env, held["ours"])
                 base = await bench_startup(
-                    args.runs // 2, tmp, minimal, "baseline_minimal_msgspec_", env, held["base"]
+                    1, tmp, minimal, "baseline_minimal_msgspec_", env, held["base"]
                 )
                 if earlier is not None:
-                    out.update(await bench_startup(
-                        args.runs // 2, tmp, earlier, "before_", env, held["before"]
-                    ))  # fmt: skip
+                    out.update(
+                        await bench_startup(1, tmp, earlier, "before_", env, held["before"])
+                    )
             out.update(ours)
             out.update(base)
         if only in (None, "stream"):

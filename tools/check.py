@@ -51,6 +51,11 @@ def main(pytest_args: list[str]) -> None:
     ]
     step("ruff", PY, "-m", "ruff", "check", "acp_agent", "tests", "tools")
     step("mypy", PY, "-m", "mypy")
+    # Python writes the bytecode it compiles (as an installed package has it): with
+    # PYTHONDONTWRITEBYTECODE set (some machines set it for every process) each of the
+    # ~750 agent processes the tests start compiled the whole package again (a test of an
+    # Anthropic turn: 2.9 s against 1.7 s).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     for stale in ROOT.glob(".coverage*"):
         stale.unlink()
     step("pytest", PY, "-m", "coverage", "run", "-m", "pytest", "-n", str(WORKERS), *pytest_args)
