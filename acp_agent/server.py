@@ -4,7 +4,7 @@ stdin closes, and warms what the first prompt will need.
 Warm-up happens here, not in a registry that happens to be imported early: once the
 ``initialize`` reply is written (or, for a client that never sends ``initialize``, after
 the first session response), a worker thread imports the late-loaded handlers
-(``handlers.services``: what ``session/new`` and a turn need) and opens the session
+(``handlers.services``: what opens a session, and a turn needs) and opens the session
 index; once the first session is open (or a moment later) it imports the
 turn engine, the tools and the configured model's SDK and provider; then the provider
 readies its first request (``handlers.warmup``), and each session opened has its
@@ -58,7 +58,7 @@ def warm(
 ) -> None:
     """Import what the first prompt needs (call from a worker thread): ``late`` (the
     late-loaded handlers and what they stand on, built, and the session index opened:
-    everything ``session/new`` needs) and msgspec's decoding plans for ``params`` (the
+    what opens a session) and msgspec's decoding plans for ``params`` (the
     methods' parameter types; built on a type's first decoding otherwise), then, once a
     session is open (``opened``, set after its response) or after :data:`WARM_GRACE`
     seconds, the configured model's SDK and the tools' schemas: an editor's
@@ -159,7 +159,7 @@ def wire(
     for it."""
     if env.get(COALESCE_ENV, "") not in ("", "0"):
         connection.coalesce["session/update"] = ChunkMerger()
-    def late() -> None:  # (the warm-up thread) what session/new waits for
+    def late() -> None:  # (the warm-up thread) what opens a session
         from .engine.probe import start_probe
 
         start_probe()  # a process of its own: runs beside what follows

@@ -7,9 +7,10 @@ world (:class:`~.turns.Turns`).
 Loading late happens at two boundaries, both here:
 
 1. This module: ``agent.py`` imports it (and with it the session handlers and what they
-   stand on: the sessions and their store, the sandbox's probe, the slash commands'
-   listing) on the first request past ``initialize``; the warm-up thread imports it
-   sooner. Nothing on the way to the ``initialize`` reply imports it.
+   stand on: the sessions and their store, the sandbox's policy, the slash commands'
+   listing) for the first session opened (``handlers.opening``: after its answer) or the
+   first other request past ``initialize``; the warm-up thread imports it sooner. Nothing
+   on the way to the ``initialize`` reply imports it.
 2. :mod:`.turnstage` (the turn engine, the tools, the handlers that run turns), imported
    by :attr:`Services.turns`: by the warm-up thread once a session is open, or by the
    first request that needs a turn's world. ``session/new`` never waits for it.

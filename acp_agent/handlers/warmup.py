@@ -1,7 +1,7 @@
 """The warm-up: what a first prompt would otherwise do on the event loop, done ahead.
 
-Started (once) after the ``initialize`` reply is written, never during ``initialize`` or
-``session/new``: the process edge's imports run in a worker thread (``server.warm``:
+Started (once) after the ``initialize`` reply is written, never on the event loop: the
+process edge's imports run in a worker thread (``server.warm``:
 the late-loaded handlers, then, once a session is open, the engine, the tools and the
 configured model's SDK), then the configured model's provider readies its first request.
 Turns wait for it (:meth:`Warmup.warmed`) without blocking the event loop, rather than
