@@ -10,6 +10,7 @@ is the sandbox as configured; ``acp-agent doctor`` runs :func:`probe` directly.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import threading
@@ -111,3 +112,10 @@ def known() -> Found | None:
     if _found is None and pending is not None and pending[1].poll() is not None:
         return detected()  # (it has ended: judged at once)
     return _found
+
+
+async def answered() -> Found:
+    """:func:`detected` from the event loop: at once when the answer is in, else waited
+    for in a worker thread."""
+    found = known()
+    return found if found is not None else await asyncio.to_thread(detected)

@@ -20,14 +20,13 @@ network off unless ``[sandbox] network``.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Sequence
 
 from ..config import Config, ConfigError, SandboxSettings, default_state_dir, sandbox_needs
 from ..providers.credentials import directory
 from ..tools.sandbox import Bubblewrap, Level, Policy, Sandbox, remove_private_temp
-from .probe import Found, detected, known
+from .probe import Found, answered, detected, known
 
 
 def start_check(config: Config) -> None:
@@ -51,7 +50,6 @@ class Sandboxing:
         self.state_dir = config.state_dir or default_state_dir()
         self.found: Found | None = known()
         """Bubblewrap's program, or why none works; ``None`` until :meth:`ready`."""
-        self._probe: asyncio.Future[Found] | None = None
         self.told = False
         """The user was told why commands are not sandboxed (once per process)."""
 
@@ -62,11 +60,9 @@ class Sandboxing:
 
     async def ready(self) -> Found:
         """The backend, once found (the probe started if it is not under way, and waited
-        for in a worker thread: :func:`detected`)."""
+        for: ``engine.probe.answered``)."""
         if self.found is None:
-            if self._probe is None:
-                self._probe = asyncio.ensure_future(asyncio.to_thread(detected))
-            self.found = await asyncio.shield(self._probe)
+            self.found = await answered()
         return self.found
 
     def close(self) -> None:

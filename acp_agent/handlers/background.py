@@ -17,10 +17,6 @@ class Background:
     def __call__(self, coro: Coroutine[Any, Any, Any]) -> None:
         self.start(coro)
 
-    def __bool__(self) -> bool:
-        """Some of the work is still under way."""
-        return bool(self._tasks)
-
     async def settled(self) -> None:
         """Wait until none of the work is under way (work started meanwhile included)."""
         while self._tasks:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..engine.probe import detected, known
+from ..engine.probe import answered
 from ..errors import InvalidParams
 from ..protocol import UnsetType
 from ..protocol import types as t
@@ -83,9 +83,6 @@ class Openings:
         self._arriving: dict[str, set[asyncio.Task[Any]]] = {}
         self._cancelled: set[asyncio.Task[Any]] = set()
 
-    def __bool__(self) -> bool:
-        return bool(self._opening)
-
     def open(self, new: NewSession, services: Callable[[], Services]) -> None:
         """Open the session answered for, in a task (it runs after the answer is written)."""
         self.ids.add(new.session_id)
@@ -141,9 +138,7 @@ async def answer(models: Models, p: t.NewSessionRequest) -> tuple[t.NewSessionRe
     require_key(config)
     cwd, directories = roots(p.cwd, p.additional_directories)
     prompt = client_prompt(p.system_prompt)
-    found = known()
-    if found is None:  # the probe started at start; rarely still running
-        found = await asyncio.to_thread(detected)
+    found = await answered()  # (the probe started at start: its answer is usually in)
     offer = _Offer(models, found.program is not None)
     new = NewSession(new_session_id(), cwd, directories, Fresh.of(config), prompt, p.mcp_servers)
     response = t.NewSessionResponse(

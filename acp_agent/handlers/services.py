@@ -119,11 +119,6 @@ class Services:
             await asyncio.to_thread(lambda: self.turns)
         return self.turns
 
-    @property
-    def loaded_turns(self) -> Turns | None:
-        """The turns' factory if it was built (no turn can have run before)."""
-        return self._turns
-
     async def notify(
         self,
         session: Session,
