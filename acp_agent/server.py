@@ -34,6 +34,7 @@ from typing import Any
 from .client import ClientProxy
 from .config import Config
 from .handlers.agent import Agent
+from .engine.probe import known
 from .handlers.reload import on_signal
 from .protocol import UNSET
 from .protocol import types as t
@@ -179,6 +180,9 @@ def wire(
         then, initialized = initialized, None
         if then is not None:
             then()
+        # The probe (started at start) has usually ended by now: judged here, before the
+        # warm-up thread shares the processor, not by the first session/new's answer.
+        known()
         agent.warmup.start()
 
     async def initialize_then_warm(p: Any) -> Any:

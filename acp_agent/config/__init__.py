@@ -5,8 +5,8 @@ wrong types are errors that name the key (``ConfigError``). Secrets are never st
 here: the file names the environment variable that holds a key (``api_key_env``).
 """
 
-from __future__ import annotations
-
+# Annotations as objects, not text (no ``from __future__ import annotations``): msgspec
+# builds its plan for the configuration at start, and would compile each text first.
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, Literal

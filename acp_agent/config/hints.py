@@ -24,8 +24,10 @@ KNOWN_VARIABLES: set[str] = {"ACP_AGENT_COALESCE_CHUNKS", "ACP_AGENT_SERVE_TOKEN
 """``ACP_AGENT_*`` variables read outside the configuration (beside ``config.ENV_VARS``);
 a module that reads another one adds it here."""
 
-_AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
-_UNKNOWN = re.compile(r"Object contains unknown field `(?P<key>[^`]*)`")
+# Patterns as text, compiled (and kept) by ``re`` on first use: only an error needs them,
+# and start-up loads this module.
+_AT = r"(?s)^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$"
+_UNKNOWN = r"Object contains unknown field `(?P<key>[^`]*)`"
 _TYPES = {"int": "a whole number", "float": "a number", "str": "a string", "bool": "true or false",
           "array": "a list", "object": "a table"}  # fmt: skip
 
@@ -120,7 +122,7 @@ def _value_problem(value: Any, kind: Any, where: Path) -> tuple[Path, str] | Non
         msgspec.convert(value, kind, str_keys=True)
     except msgspec.ValidationError as exc:
         what, path = _parts(str(exc))
-        inner = _UNKNOWN.match(what)
+        inner = re.match(_UNKNOWN, what)
         if inner is not None:
             return where, f"`{_dotted(where)}` has an unknown key `{inner.group('key')}`"
         shown = value if isinstance(value, int | float | bool) else repr(value)
@@ -135,7 +137,7 @@ def _value_problem(value: Any, kind: Any, where: Path) -> tuple[Path, str] | Non
 
 
 def _parts(message: str) -> tuple[str, str]:
-    match = _AT.match(message)
+    match = re.match(_AT, message)
     assert match is not None
     return match.group("what"), match.group("path") or ""
 

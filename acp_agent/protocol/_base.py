@@ -1,7 +1,7 @@
 """Hand-written base of the generated ACP wire types (``types.py``, see tools/gen_protocol.py)."""
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: every wire type inherits ``meta``, and an
+# annotation kept as text is compiled again for each type a decoder is made for.
 from typing import Any
 
 import msgspec

@@ -3,8 +3,6 @@
 # schema sha256 ce7881d10c854bcac4f0e7d3a9ce4fb0f612ec0a09e64b572940beec4668c189
 # Regenerate: python tools/gen_protocol.py
 
-from __future__ import annotations
-
 from types import UnionType
 from typing import Any, Final, Literal, TypeAlias
 
@@ -90,24 +88,6 @@ class ReadTextFileRequest(Wire):
     limit: int | UnsetType | None = UNSET
 
 
-class RequestPermissionRequest(Wire):
-    session_id: SessionId
-    tool_call: ToolCallUpdate
-    options: list[PermissionOption]
-
-
-class ToolCallUpdate(Wire):
-    tool_call_id: ToolCallId
-    kind: ToolKind | UnsetType | None = UNSET
-    status: ToolCallStatus | UnsetType | None = UNSET
-    title: str | UnsetType | None = UNSET
-    name: str | UnsetType | None = UNSET
-    content: list[ToolCallContent] | UnsetType | None = UNSET
-    locations: list[ToolCallLocation] | UnsetType | None = UNSET
-    raw_input: Any | UnsetType = UNSET
-    raw_output: Any | UnsetType = UNSET
-
-
 class Annotations(Wire):
     audience: list[Role] | UnsetType | None = UNSET
     last_modified: str | UnsetType | None = UNSET
@@ -149,21 +129,14 @@ class EmbeddedResourceResourceAny(Wire):
     blob: str | UnsetType = UNSET
 
 
-class TextResourceContents(Wire):
-    text: str
-    uri: str
-    mime_type: str | UnsetType | None = UNSET
-
-
-class BlobResourceContents(Wire):
-    blob: str
-    uri: str
-    mime_type: str | UnsetType | None = UNSET
-
-
 class EmbeddedResource(Wire, tag_field="type", tag="resource"):
     resource: EmbeddedResourceResourceAny
     annotations: Annotations | UnsetType | None = UNSET
+
+
+ContentBlock: TypeAlias = (
+    TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource
+)
 
 
 class Content(Wire, tag_field="type", tag="content"):
@@ -180,15 +153,56 @@ class Terminal(Wire, tag_field="type", tag="terminal"):
     terminal_id: TerminalId
 
 
+ToolCallContent: TypeAlias = Content | Diff | Terminal
+
+
 class ToolCallLocation(Wire):
     path: str
     line: int | UnsetType | None = UNSET
+
+
+class ToolCallUpdate(Wire):
+    tool_call_id: ToolCallId
+    kind: ToolKind | UnsetType | None = UNSET
+    status: ToolCallStatus | UnsetType | None = UNSET
+    title: str | UnsetType | None = UNSET
+    name: str | UnsetType | None = UNSET
+    content: list[ToolCallContent] | UnsetType | None = UNSET
+    locations: list[ToolCallLocation] | UnsetType | None = UNSET
+    raw_input: Any | UnsetType = UNSET
+    raw_output: Any | UnsetType = UNSET
 
 
 class PermissionOption(Wire):
     option_id: PermissionOptionId
     name: str
     kind: PermissionOptionKind
+
+
+class RequestPermissionRequest(Wire):
+    session_id: SessionId
+    tool_call: ToolCallUpdate
+    options: list[PermissionOption]
+
+
+class TextResourceContents(Wire):
+    text: str
+    uri: str
+    mime_type: str | UnsetType | None = UNSET
+
+
+class BlobResourceContents(Wire):
+    blob: str
+    uri: str
+    mime_type: str | UnsetType | None = UNSET
+
+
+EmbeddedResourceResource: TypeAlias = TextResourceContents | BlobResourceContents
+
+
+class EnvVariable(Wire):
+    name: str
+    value: str
 
 
 class CreateTerminalRequest(Wire):
@@ -198,11 +212,6 @@ class CreateTerminalRequest(Wire):
     env: list[EnvVariable] | UnsetType = UNSET
     cwd: str | UnsetType | None = UNSET
     output_byte_limit: int | UnsetType | None = UNSET
-
-
-class EnvVariable(Wire):
-    name: str
-    value: str
 
 
 class TerminalOutputRequest(Wire):
@@ -223,23 +232,6 @@ class WaitForTerminalExitRequest(Wire):
 class KillTerminalRequest(Wire):
     session_id: SessionId
     terminal_id: TerminalId
-
-
-class ElicitationSessionScope(Wire):
-    session_id: SessionId
-    tool_call_id: ToolCallId | UnsetType | None = UNSET
-
-
-class ElicitationRequestScope(Wire):
-    request_id: RequestId
-
-
-class ElicitationSchema(Wire):
-    type: ElicitationSchemaType | UnsetType = UNSET
-    title: str | UnsetType | None = UNSET
-    properties: dict[str, ElicitationPropertySchema] | UnsetType = UNSET
-    required: list[str] | UnsetType | None = UNSET
-    description: str | UnsetType | None = UNSET
 
 
 class EnumOption(Wire):
@@ -290,6 +282,9 @@ class TitledMultiSelectItems(Wire):
     any_of: list[EnumOption]
 
 
+MultiSelectItems: TypeAlias = StringMultiSelectItems | TitledMultiSelectItems
+
+
 class MultiSelectPropertySchema(Wire, tag_field="type", tag="array"):
     items: MultiSelectItems
     title: str | UnsetType | None = UNSET
@@ -297,6 +292,23 @@ class MultiSelectPropertySchema(Wire, tag_field="type", tag="array"):
     min_items: int | UnsetType | None = UNSET
     max_items: int | UnsetType | None = UNSET
     default: list[str] | UnsetType | None = UNSET
+
+
+ElicitationPropertySchema: TypeAlias = (
+    StringPropertySchema
+    | NumberPropertySchema
+    | IntegerPropertySchema
+    | BooleanPropertySchema
+    | MultiSelectPropertySchema
+)
+
+
+class ElicitationSchema(Wire):
+    type: ElicitationSchemaType | UnsetType = UNSET
+    title: str | UnsetType | None = UNSET
+    properties: dict[str, ElicitationPropertySchema] | UnsetType = UNSET
+    required: list[str] | UnsetType | None = UNSET
+    description: str | UnsetType | None = UNSET
 
 
 class ElicitationFormMode(Wire, tag_field="mode", tag="form"):
@@ -316,27 +328,23 @@ class ElicitationUrlMode(Wire, tag_field="mode", tag="url"):
     request_id: RequestId | UnsetType = UNSET
 
 
+CreateElicitationRequest: TypeAlias = ElicitationFormMode | ElicitationUrlMode
+
+
+class ElicitationSessionScope(Wire):
+    session_id: SessionId
+    tool_call_id: ToolCallId | UnsetType | None = UNSET
+
+
+class ElicitationRequestScope(Wire):
+    request_id: RequestId
+
+
 class MessageMcpRequest(Wire):
     server_id: McpServerAcpId
     request_id: McpRequestId
     method: str
     params: dict[str, Any] | UnsetType | None = UNSET
-
-
-class InitializeResponse(Wire):
-    protocol_version: ProtocolVersion
-    agent_capabilities: AgentCapabilities | UnsetType = UNSET
-    auth_methods: list[AuthMethod] | UnsetType = UNSET
-    agent_info: Implementation | UnsetType | None = UNSET
-
-
-class AgentCapabilities(Wire):
-    load_session: bool | UnsetType = UNSET
-    prompt_capabilities: PromptCapabilities | UnsetType = UNSET
-    mcp_capabilities: McpCapabilities | UnsetType = UNSET
-    session_capabilities: SessionCapabilities | UnsetType = UNSET
-    auth: AgentAuthCapabilities | UnsetType = UNSET
-    providers: ProvidersCapabilities | UnsetType | None = UNSET
 
 
 class PromptCapabilities(Wire):
@@ -351,19 +359,6 @@ class McpCapabilities(Wire):
     acp: bool | UnsetType = UNSET
 
 
-class SessionCapabilities(Wire):
-    list: SessionListCapabilities | UnsetType | None = UNSET
-    delete: SessionDeleteCapabilities | UnsetType | None = UNSET
-    additional_directories: SessionAdditionalDirectoriesCapabilities | UnsetType | None = UNSET
-    system_prompt: SessionSystemPromptCapabilities | UnsetType | None = UNSET
-    fork: SessionForkCapabilities | UnsetType | None = UNSET
-    archive: SessionArchiveCapabilities | UnsetType | None = UNSET
-    status: SessionStatusCapabilities | UnsetType | None = UNSET
-    title: SessionTitleCapabilities | UnsetType | None = UNSET
-    resume: SessionResumeCapabilities | UnsetType | None = UNSET
-    close: SessionCloseCapabilities | UnsetType | None = UNSET
-
-
 class SessionListCapabilities(Wire):
     pass
 
@@ -376,16 +371,16 @@ class SessionAdditionalDirectoriesCapabilities(Wire):
     pass
 
 
-class SessionSystemPromptCapabilities(Wire):
-    mode: SessionSystemPromptModeCapabilities | UnsetType | None = UNSET
+class SessionSystemPromptOverrideCapabilities(Wire):
+    pass
 
 
 class SessionSystemPromptModeCapabilities(Wire):
     override: SessionSystemPromptOverrideCapabilities | UnsetType | None = UNSET
 
 
-class SessionSystemPromptOverrideCapabilities(Wire):
-    pass
+class SessionSystemPromptCapabilities(Wire):
+    mode: SessionSystemPromptModeCapabilities | UnsetType | None = UNSET
 
 
 class SessionForkCapabilities(Wire):
@@ -412,9 +407,17 @@ class SessionCloseCapabilities(Wire):
     pass
 
 
-class AgentAuthCapabilities(Wire):
-    status: AuthStatusCapabilities | UnsetType | None = UNSET
-    logout: LogoutCapabilities | UnsetType | None = UNSET
+class SessionCapabilities(Wire):
+    list: SessionListCapabilities | UnsetType | None = UNSET
+    delete: SessionDeleteCapabilities | UnsetType | None = UNSET
+    additional_directories: SessionAdditionalDirectoriesCapabilities | UnsetType | None = UNSET
+    system_prompt: SessionSystemPromptCapabilities | UnsetType | None = UNSET
+    fork: SessionForkCapabilities | UnsetType | None = UNSET
+    archive: SessionArchiveCapabilities | UnsetType | None = UNSET
+    status: SessionStatusCapabilities | UnsetType | None = UNSET
+    title: SessionTitleCapabilities | UnsetType | None = UNSET
+    resume: SessionResumeCapabilities | UnsetType | None = UNSET
+    close: SessionCloseCapabilities | UnsetType | None = UNSET
 
 
 class AuthStatusCapabilities(Wire):
@@ -425,8 +428,22 @@ class LogoutCapabilities(Wire):
     pass
 
 
+class AgentAuthCapabilities(Wire):
+    status: AuthStatusCapabilities | UnsetType | None = UNSET
+    logout: LogoutCapabilities | UnsetType | None = UNSET
+
+
 class ProvidersCapabilities(Wire):
     pass
+
+
+class AgentCapabilities(Wire):
+    load_session: bool | UnsetType = UNSET
+    prompt_capabilities: PromptCapabilities | UnsetType = UNSET
+    mcp_capabilities: McpCapabilities | UnsetType = UNSET
+    session_capabilities: SessionCapabilities | UnsetType = UNSET
+    auth: AgentAuthCapabilities | UnsetType = UNSET
+    providers: ProvidersCapabilities | UnsetType | None = UNSET
 
 
 class AuthMethodTerminal(Wire, tag_field="type", tag="terminal"):
@@ -443,18 +460,29 @@ class AuthMethodAgent(Wire):
     description: str | UnsetType | None = UNSET
 
 
+AuthMethod: TypeAlias = AuthMethodTerminal | AuthMethodAgent
+
+
 class Implementation(Wire):
     name: str
     version: str
     title: str | UnsetType | None = UNSET
 
 
+class InitializeResponse(Wire):
+    protocol_version: ProtocolVersion
+    agent_capabilities: AgentCapabilities | UnsetType = UNSET
+    auth_methods: list[AuthMethod] | UnsetType = UNSET
+    agent_info: Implementation | UnsetType | None = UNSET
+
+
 class AuthenticateResponse(Wire):
     pass
 
 
-class ListProvidersResponse(Wire):
-    providers: list[ProviderInfo]
+class ProviderCurrentConfig(Wire):
+    api_type: LlmProtocol
+    base_url: str
 
 
 class ProviderInfo(Wire):
@@ -464,9 +492,8 @@ class ProviderInfo(Wire):
     current: ProviderCurrentConfig | UnsetType | None = UNSET
 
 
-class ProviderCurrentConfig(Wire):
-    api_type: LlmProtocol
-    base_url: str
+class ListProvidersResponse(Wire):
+    providers: list[ProviderInfo]
 
 
 class SetProviderResponse(Wire):
@@ -481,11 +508,6 @@ class LogoutResponse(Wire):
     pass
 
 
-class AuthStatusResponse(Wire):
-    state: AuthState
-    accounts: list[AuthAccount] | UnsetType = UNSET
-
-
 class AuthAccount(Wire):
     label: str
     active: bool | UnsetType | None = UNSET
@@ -494,10 +516,15 @@ class AuthAccount(Wire):
     organization: str | UnsetType | None = UNSET
 
 
-class NewSessionResponse(Wire):
-    session_id: SessionId
-    modes: SessionModeState | UnsetType | None = UNSET
-    config_options: list[SessionConfigOption] | UnsetType | None = UNSET
+class AuthStatusResponse(Wire):
+    state: AuthState
+    accounts: list[AuthAccount] | UnsetType = UNSET
+
+
+class SessionMode(Wire):
+    id: SessionModeId
+    name: str
+    description: str | UnsetType | None = UNSET
 
 
 class SessionModeState(Wire):
@@ -505,8 +532,8 @@ class SessionModeState(Wire):
     available_modes: list[SessionMode]
 
 
-class SessionMode(Wire):
-    id: SessionModeId
+class SessionConfigSelectOption(Wire):
+    value: SessionConfigValueId
     name: str
     description: str | UnsetType | None = UNSET
 
@@ -519,16 +546,7 @@ class SessionConfigSelectOptionsItemAny(Wire):
     options: list[SessionConfigSelectOption] | UnsetType = UNSET
 
 
-class SessionConfigSelectOption(Wire):
-    value: SessionConfigValueId
-    name: str
-    description: str | UnsetType | None = UNSET
-
-
-class SessionConfigSelectGroup(Wire):
-    group: SessionConfigGroupId
-    name: str
-    options: list[SessionConfigSelectOption]
+SessionConfigSelectOptionsAny: TypeAlias = list[SessionConfigSelectOptionsItemAny]
 
 
 class SessionConfigSelect(Wire, tag_field="type", tag="select"):
@@ -548,14 +566,29 @@ class SessionConfigBoolean(Wire, tag_field="type", tag="boolean"):
     category: SessionConfigOptionCategory | UnsetType | None = UNSET
 
 
-class LoadSessionResponse(Wire):
+SessionConfigOption: TypeAlias = SessionConfigSelect | SessionConfigBoolean
+
+
+class NewSessionResponse(Wire):
+    session_id: SessionId
     modes: SessionModeState | UnsetType | None = UNSET
     config_options: list[SessionConfigOption] | UnsetType | None = UNSET
 
 
-class ListSessionsResponse(Wire):
-    sessions: list[SessionInfo]
-    next_cursor: str | UnsetType | None = UNSET
+class SessionConfigSelectGroup(Wire):
+    group: SessionConfigGroupId
+    name: str
+    options: list[SessionConfigSelectOption]
+
+
+SessionConfigSelectOptions: TypeAlias = (
+    list[SessionConfigSelectOption] | list[SessionConfigSelectGroup]
+)
+
+
+class LoadSessionResponse(Wire):
+    modes: SessionModeState | UnsetType | None = UNSET
+    config_options: list[SessionConfigOption] | UnsetType | None = UNSET
 
 
 class SessionInfo(Wire):
@@ -565,6 +598,11 @@ class SessionInfo(Wire):
     title: str | UnsetType | None = UNSET
     updated_at: str | UnsetType | None = UNSET
     archived: bool | UnsetType | None = UNSET
+
+
+class ListSessionsResponse(Wire):
+    sessions: list[SessionInfo]
+    next_cursor: str | UnsetType | None = UNSET
 
 
 class DeleteSessionResponse(Wire):
@@ -610,11 +648,6 @@ class SetSessionConfigOptionResponse(Wire):
     config_options: list[SessionConfigOption]
 
 
-class PromptResponse(Wire):
-    stop_reason: StopReason
-    usage: Usage | UnsetType | None = UNSET
-
-
 class Usage(Wire):
     total_tokens: int
     input_tokens: int
@@ -624,15 +657,15 @@ class Usage(Wire):
     cached_write_tokens: int | UnsetType | None = UNSET
 
 
+class PromptResponse(Wire):
+    stop_reason: StopReason
+    usage: Usage | UnsetType | None = UNSET
+
+
 class Error(Wire):
     code: ErrorCode
     message: str
     data: Any | UnsetType = UNSET
-
-
-class SessionNotification(Wire):
-    session_id: SessionId
-    update: SessionUpdate
 
 
 class ContentChunk(Wire):
@@ -652,12 +685,6 @@ class AgentThoughtChunk(ContentChunk, tag_field="sessionUpdate", tag="agent_thou
     pass
 
 
-class ToolCallUpdateSessionUpdate(
-    ToolCallUpdate, tag_field="sessionUpdate", tag="tool_call_update"
-):
-    pass
-
-
 class ToolCall(Wire, tag_field="sessionUpdate", tag="tool_call"):
     tool_call_id: ToolCallId
     title: str
@@ -668,6 +695,12 @@ class ToolCall(Wire, tag_field="sessionUpdate", tag="tool_call"):
     locations: list[ToolCallLocation] | UnsetType = UNSET
     raw_input: Any | UnsetType = UNSET
     raw_output: Any | UnsetType = UNSET
+
+
+class ToolCallUpdateSessionUpdate(
+    ToolCallUpdate, tag_field="sessionUpdate", tag="tool_call_update"
+):
+    pass
 
 
 class PlanEntry(Wire):
@@ -695,6 +728,9 @@ class PlanMarkdown(Wire, tag_field="type", tag="markdown"):
     content: str
 
 
+PlanUpdateContent: TypeAlias = PlanItems | PlanFile | PlanMarkdown
+
+
 class PlanUpdate(Wire, tag_field="sessionUpdate", tag="plan_update"):
     plan: PlanUpdateContent
 
@@ -703,14 +739,17 @@ class PlanRemoved(Wire, tag_field="sessionUpdate", tag="plan_removed"):
     plan_id: PlanId
 
 
+class UnstructuredCommandInput(Wire):
+    hint: str
+
+
+AvailableCommandInput: TypeAlias = UnstructuredCommandInput
+
+
 class AvailableCommand(Wire):
     name: str
     description: str
     input: AvailableCommandInput | UnsetType | None = UNSET
-
-
-class UnstructuredCommandInput(Wire):
-    hint: str
 
 
 class AvailableCommandsUpdate(Wire, tag_field="sessionUpdate", tag="available_commands_update"):
@@ -759,20 +798,16 @@ class CompactionSummaryChunk(Wire, tag_field="sessionUpdate", tag="compaction_su
     content: ContentBlock
 
 
-class SubagentSessionCapabilities(Wire):
-    cancel: SessionCancelCapabilities | UnsetType | None = UNSET
-
-
 class SessionCancelCapabilities(Wire):
     pass
 
 
+class SubagentSessionCapabilities(Wire):
+    cancel: SessionCancelCapabilities | UnsetType | None = UNSET
+
+
 class RunningStateUpdate(Wire, tag_field="state", tag="running"):
     pass
-
-
-class ErrorStopReason(Wire):
-    error: Error | UnsetType | None = UNSET
 
 
 class IdleStateUpdate(Wire, tag_field="state", tag="idle"):
@@ -787,6 +822,11 @@ class RequiresActionStateUpdate(Wire, tag_field="state", tag="requires_action"):
 
 class UnknownStateUpdate(Wire, tag_field="state", tag="unknown"):
     pass
+
+
+StateUpdate: TypeAlias = (
+    RunningStateUpdate | IdleStateUpdate | RequiresActionStateUpdate | UnknownStateUpdate
+)
 
 
 class SubagentUpdate(Wire, tag_field="sessionUpdate", tag="subagent_update"):
@@ -813,6 +853,38 @@ class SessionMessageChunk(Wire, tag_field="sessionUpdate", tag="session_message_
     content: ContentBlock
 
 
+SessionUpdate: TypeAlias = (
+    UserMessageChunk
+    | AgentMessageChunk
+    | AgentThoughtChunk
+    | ToolCall
+    | ToolCallUpdateSessionUpdate
+    | Plan
+    | PlanUpdate
+    | PlanRemoved
+    | AvailableCommandsUpdate
+    | CurrentModeUpdate
+    | ConfigOptionUpdate
+    | SessionInfoUpdate
+    | UsageUpdate
+    | Notice
+    | CompactionUpdate
+    | CompactionSummaryChunk
+    | SubagentUpdate
+    | SessionMessage
+    | SessionMessageChunk
+)
+
+
+class SessionNotification(Wire):
+    session_id: SessionId
+    update: SessionUpdate
+
+
+class ErrorStopReason(Wire):
+    error: Error | UnsetType | None = UNSET
+
+
 class CompleteElicitationNotification(Wire):
     elicitation_id: ElicitationId
 
@@ -822,34 +894,16 @@ class AuthStatusUpdateNotification(Wire):
     accounts: list[AuthAccount] | UnsetType = UNSET
 
 
-class InitializeRequest(Wire):
-    protocol_version: ProtocolVersion
-    client_capabilities: ClientCapabilities | UnsetType = UNSET
-    client_info: Implementation | UnsetType | None = UNSET
-
-
-class ClientCapabilities(Wire):
-    fs: FileSystemCapabilities | UnsetType = UNSET
-    terminal: bool | UnsetType = UNSET
-    session: ClientSessionCapabilities | UnsetType | None = UNSET
-    subagents: SubagentCapabilities | UnsetType | None = UNSET
-    plan: PlanCapabilities | UnsetType | None = UNSET
-    auth: AuthCapabilities | UnsetType = UNSET
-    elicitation: ElicitationCapabilities | UnsetType | None = UNSET
-
-
 class FileSystemCapabilities(Wire):
     read_text_file: bool | UnsetType = UNSET
     write_text_file: bool | UnsetType = UNSET
 
 
-class ClientSessionCapabilities(Wire):
-    compaction: CompactionCapabilities | UnsetType | None = UNSET
-    config_options: SessionConfigOptionsCapabilities | UnsetType | None = UNSET
-    notices: NoticeCapabilities | UnsetType | None = UNSET
-
-
 class CompactionCapabilities(Wire):
+    pass
+
+
+class BooleanConfigOptionCapabilities(Wire):
     pass
 
 
@@ -857,12 +911,14 @@ class SessionConfigOptionsCapabilities(Wire):
     boolean: BooleanConfigOptionCapabilities | UnsetType | None = UNSET
 
 
-class BooleanConfigOptionCapabilities(Wire):
-    pass
-
-
 class NoticeCapabilities(Wire):
     pass
+
+
+class ClientSessionCapabilities(Wire):
+    compaction: CompactionCapabilities | UnsetType | None = UNSET
+    config_options: SessionConfigOptionsCapabilities | UnsetType | None = UNSET
+    notices: NoticeCapabilities | UnsetType | None = UNSET
 
 
 class SubagentCapabilities(Wire):
@@ -877,17 +933,33 @@ class AuthCapabilities(Wire):
     terminal: bool | UnsetType = UNSET
 
 
-class ElicitationCapabilities(Wire):
-    form: ElicitationFormCapabilities | UnsetType | None = UNSET
-    url: ElicitationUrlCapabilities | UnsetType | None = UNSET
-
-
 class ElicitationFormCapabilities(Wire):
     pass
 
 
 class ElicitationUrlCapabilities(Wire):
     pass
+
+
+class ElicitationCapabilities(Wire):
+    form: ElicitationFormCapabilities | UnsetType | None = UNSET
+    url: ElicitationUrlCapabilities | UnsetType | None = UNSET
+
+
+class ClientCapabilities(Wire):
+    fs: FileSystemCapabilities | UnsetType = UNSET
+    terminal: bool | UnsetType = UNSET
+    session: ClientSessionCapabilities | UnsetType | None = UNSET
+    subagents: SubagentCapabilities | UnsetType | None = UNSET
+    plan: PlanCapabilities | UnsetType | None = UNSET
+    auth: AuthCapabilities | UnsetType = UNSET
+    elicitation: ElicitationCapabilities | UnsetType | None = UNSET
+
+
+class InitializeRequest(Wire):
+    protocol_version: ProtocolVersion
+    client_capabilities: ClientCapabilities | UnsetType = UNSET
+    client_info: Implementation | UnsetType | None = UNSET
 
 
 class AuthenticateRequest(Wire):
@@ -917,11 +989,9 @@ class AuthStatusRequest(Wire):
     pass
 
 
-class NewSessionRequest(Wire):
-    cwd: str
-    mcp_servers: list[McpServerAny]
-    additional_directories: list[str] | UnsetType = UNSET
-    system_prompt: SystemPrompt | UnsetType | None = UNSET
+class HttpHeader(Wire):
+    name: str
+    value: str
 
 
 class McpServerAny(Wire):
@@ -935,9 +1005,16 @@ class McpServerAny(Wire):
     env: list[EnvVariable] | UnsetType = UNSET
 
 
-class HttpHeader(Wire):
-    name: str
-    value: str
+class SystemPrompt(Wire):
+    mode: SystemPromptMode
+    content: list[ContentBlock]
+
+
+class NewSessionRequest(Wire):
+    cwd: str
+    mcp_servers: list[McpServerAny]
+    additional_directories: list[str] | UnsetType = UNSET
+    system_prompt: SystemPrompt | UnsetType | None = UNSET
 
 
 class McpServerHttp(Wire, tag_field="type", tag="http"):
@@ -964,9 +1041,7 @@ class McpServerStdio(Wire):
     env: list[EnvVariable]
 
 
-class SystemPrompt(Wire):
-    mode: SystemPromptMode
-    content: list[ContentBlock]
+McpServer: TypeAlias = McpServerHttp | McpServerSse | McpServerAcp | McpServerStdio
 
 
 class LoadSessionRequest(Wire):
@@ -1041,6 +1116,11 @@ class SetSessionConfigOptionRequestValue(Wire):
     value: SessionConfigValueId
 
 
+SetSessionConfigOptionRequest: TypeAlias = (
+    BooleanSetSessionConfigOptionRequest | SetSessionConfigOptionRequestValue
+)
+
+
 class SetSessionConfigOptionRequestAny(Wire):
     session_id: SessionId
     config_id: SessionConfigId
@@ -1061,10 +1141,6 @@ class ReadTextFileResponse(Wire):
     content: str
 
 
-class RequestPermissionResponse(Wire):
-    outcome: RequestPermissionOutcome
-
-
 class CancelledRequestPermissionOutcome(Wire, tag_field="outcome", tag="cancelled"):
     pass
 
@@ -1073,19 +1149,26 @@ class SelectedPermissionOutcome(Wire, tag_field="outcome", tag="selected"):
     option_id: PermissionOptionId
 
 
+RequestPermissionOutcome: TypeAlias = CancelledRequestPermissionOutcome | SelectedPermissionOutcome
+
+
+class RequestPermissionResponse(Wire):
+    outcome: RequestPermissionOutcome
+
+
 class CreateTerminalResponse(Wire):
     terminal_id: TerminalId
+
+
+class TerminalExitStatus(Wire):
+    exit_code: int | UnsetType | None = UNSET
+    signal: str | UnsetType | None = UNSET
 
 
 class TerminalOutputResponse(Wire):
     output: str
     truncated: bool
     exit_status: TerminalExitStatus | UnsetType | None = UNSET
-
-
-class TerminalExitStatus(Wire):
-    exit_code: int | UnsetType | None = UNSET
-    signal: str | UnsetType | None = UNSET
 
 
 class ReleaseTerminalResponse(Wire):
@@ -1101,6 +1184,10 @@ class KillTerminalResponse(Wire):
     pass
 
 
+class ElicitationAcceptAction(Wire, tag_field="action", tag="accept"):
+    content: dict[str, ElicitationContentValue] | UnsetType | None = UNSET
+
+
 class DeclineCreateElicitationResponse(Wire, tag_field="action", tag="decline"):
     pass
 
@@ -1109,27 +1196,31 @@ class CancelCreateElicitationResponse(Wire, tag_field="action", tag="cancel"):
     pass
 
 
-class ElicitationAcceptAction(Wire, tag_field="action", tag="accept"):
-    content: dict[str, ElicitationContentValue] | UnsetType | None = UNSET
+CreateElicitationResponse: TypeAlias = (
+    ElicitationAcceptAction | DeclineCreateElicitationResponse | CancelCreateElicitationResponse
+)
 
 
 class MessageMcpResponseResult(Wire):
     result: Any
 
 
+class McpError(Wire):
+    code: int
+    message: str
+    data: Any | UnsetType = UNSET
+
+
 class MessageMcpResponseError(Wire):
     error: McpError
+
+
+MessageMcpResponse: TypeAlias = MessageMcpResponseResult | MessageMcpResponseError
 
 
 class MessageMcpResponseAny(Wire):
     result: Any | UnsetType = UNSET
     error: McpError | UnsetType = UNSET
-
-
-class McpError(Wire):
-    code: int
-    message: str
-    data: Any | UnsetType = UNSET
 
 
 class CancelNotification(Wire):
@@ -1147,73 +1238,21 @@ class CancelRequestNotification(Wire):
     request_id: RequestId
 
 
+InitializeProxyRequest: TypeAlias = InitializeRequest
+
+
 class ProxySuccessorRequest(Wire):
     method: str
     params: Any | UnsetType = UNSET
+
+
+InitializeProxyResponse: TypeAlias = InitializeResponse
 
 
 class ProxySuccessorNotification(Wire):
     method: str
     params: Any | UnsetType = UNSET
 
-
-ToolCallContent: TypeAlias = Content | Diff | Terminal
-ContentBlock: TypeAlias = (
-    TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource
-)
-EmbeddedResourceResource: TypeAlias = TextResourceContents | BlobResourceContents
-CreateElicitationRequest: TypeAlias = ElicitationFormMode | ElicitationUrlMode
-ElicitationPropertySchema: TypeAlias = (
-    StringPropertySchema
-    | NumberPropertySchema
-    | IntegerPropertySchema
-    | BooleanPropertySchema
-    | MultiSelectPropertySchema
-)
-MultiSelectItems: TypeAlias = StringMultiSelectItems | TitledMultiSelectItems
-AuthMethod: TypeAlias = AuthMethodTerminal | AuthMethodAgent
-SessionConfigOption: TypeAlias = SessionConfigSelect | SessionConfigBoolean
-SessionConfigSelectOptions: TypeAlias = (
-    list[SessionConfigSelectOption] | list[SessionConfigSelectGroup]
-)
-SessionConfigSelectOptionsAny: TypeAlias = list[SessionConfigSelectOptionsItemAny]
-SessionUpdate: TypeAlias = (
-    UserMessageChunk
-    | AgentMessageChunk
-    | AgentThoughtChunk
-    | ToolCall
-    | ToolCallUpdateSessionUpdate
-    | Plan
-    | PlanUpdate
-    | PlanRemoved
-    | AvailableCommandsUpdate
-    | CurrentModeUpdate
-    | ConfigOptionUpdate
-    | SessionInfoUpdate
-    | UsageUpdate
-    | Notice
-    | CompactionUpdate
-    | CompactionSummaryChunk
-    | SubagentUpdate
-    | SessionMessage
-    | SessionMessageChunk
-)
-PlanUpdateContent: TypeAlias = PlanItems | PlanFile | PlanMarkdown
-AvailableCommandInput: TypeAlias = UnstructuredCommandInput
-StateUpdate: TypeAlias = (
-    RunningStateUpdate | IdleStateUpdate | RequiresActionStateUpdate | UnknownStateUpdate
-)
-McpServer: TypeAlias = McpServerHttp | McpServerSse | McpServerAcp | McpServerStdio
-SetSessionConfigOptionRequest: TypeAlias = (
-    BooleanSetSessionConfigOptionRequest | SetSessionConfigOptionRequestValue
-)
-RequestPermissionOutcome: TypeAlias = CancelledRequestPermissionOutcome | SelectedPermissionOutcome
-CreateElicitationResponse: TypeAlias = (
-    ElicitationAcceptAction | DeclineCreateElicitationResponse | CancelCreateElicitationResponse
-)
-MessageMcpResponse: TypeAlias = MessageMcpResponseResult | MessageMcpResponseError
-InitializeProxyRequest: TypeAlias = InitializeRequest
-InitializeProxyResponse: TypeAlias = InitializeResponse
 
 AGENT_METHODS: Final[dict[str, tuple[type | UnionType, type | UnionType | None]]] = {
     "initialize": (InitializeRequest, InitializeResponse),

@@ -12,11 +12,12 @@ price pages. What an OpenAI-compatible server says about the model it serves
 from __future__ import annotations
 
 import re
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
-from .base import UsageReport
+if TYPE_CHECKING:  # (the model table is read at start: it loads no provider machinery)
+    from .base import UsageReport
 
 ToolStyle: TypeAlias = Literal["standard", "codex"]
 
@@ -190,22 +191,23 @@ _GPT5_CHAT = _unpriced(128_000, 16_384, thinking=False)  # a newer gpt-5.x-chat
 
 
 # o1, o3, o4-mini..., gpt-5, gpt-5.1-codex... but not gpt-5-chat-latest; codex-mini-latest
-_REASONING = re.compile(r"^(o\d|gpt-5(?!.*-chat)|codex-)")
+# (patterns as text, compiled by ``re`` on first use: start-up loads the table)
+_REASONING = r"^(o\d|gpt-5(?!.*-chat)|codex-)"
 
 
 def is_reasoning_model(model: str) -> bool:
     """An OpenAI reasoning model (it has reasoning items and takes a reasoning effort)."""
-    return _REASONING.match(model.lower().rsplit("/", 1)[-1]) is not None
+    return re.match(_REASONING, model.lower().rsplit("/", 1)[-1]) is not None
 
 
 # gpt-5, gpt-5.1-codex, gpt-5-mini... (not the -chat variants) and codex-mini-latest
-_CODEX_TOOLS = re.compile(r"^(gpt-5(?!.*-chat)|codex-)")
+_CODEX_TOOLS = r"^(gpt-5(?!.*-chat)|codex-)"
 
 
 def takes_custom_tools(model: str) -> bool:
     """An OpenAI model that takes custom (free-text, grammar-bound) tools on the Responses
     API: the GPT-5 family and codex models."""
-    return _CODEX_TOOLS.match(model.lower().rsplit("/", 1)[-1]) is not None
+    return re.match(_CODEX_TOOLS, model.lower().rsplit("/", 1)[-1]) is not None
 
 
 def model_info(provider: str, model: str) -> ModelInfo:
@@ -214,7 +216,7 @@ def model_info(provider: str, model: str) -> ModelInfo:
     Names routed through aggregators match too: ``openai/gpt-4o``, ``anthropic/claude-3.5-haiku``.
     """
     info = _table_info(provider, model)
-    if _CODEX_TOOLS.match(model.lower().rsplit("/", 1)[-1]):
+    if re.match(_CODEX_TOOLS, model.lower().rsplit("/", 1)[-1]):
         info = msgspec.structs.replace(info, tool_style="codex")
     return info
 

@@ -20,11 +20,11 @@ import msgspec
 from .. import log
 from ..config import Config, Limits, ProviderSettings
 from ..errors import ProviderError
-from .base import ModelProvider
 from .models import ModelInfo, ReportsLimits, ServerLimits, with_server_limits
 from .registry import FAMILIES, http_timeout, make_provider, spec
 
 if TYPE_CHECKING:
+    from .base import ModelProvider
     from .resilient import OnRetry, Resilient, RetryPolicy
 
 

@@ -1,8 +1,9 @@
 """The JSON-RPC 2.0 messages as :class:`~acp_agent.rpc.connection.Connection` reads and
 writes them, and the checks a line passes before it is decoded."""
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` (here, in ``config`` and in the wire types):
+# msgspec reads these types' annotations as objects, and one kept as text is compiled
+# when a decoder is first made for it, on the way to the ``initialize`` reply.
 from typing import Any
 
 import msgspec
