@@ -33,8 +33,8 @@ from typing import Any
 
 from .client import ClientProxy
 from .config import Config
-from .handlers.agent import Agent
 from .engine.probe import known
+from .handlers.agent import Agent
 from .handlers.reload import on_signal
 from .protocol import UNSET
 from .protocol import types as t

@@ -56,8 +56,7 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
 
 def fields(struct: type[msgspec.Struct]) -> dict[str, Any]:
     """A struct's keys as written (kebab-case) and their types."""
-    hints = typing.get_type_hints(struct)
-    return {f.encode_name: hints[f.name] for f in msgspec.structs.fields(struct)}
+    return {f.encode_name: f.type for f in msgspec.structs.fields(struct)}
 
 
 def describe_type(kind: Any) -> str:

@@ -38,9 +38,11 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _NOT_OPENING = bytes(b for b in range(256) if b not in _OPEN)
 _SIGNS = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # as signed bytes: +1 / -1
 _SIGNS_ALL = bytes(1 if b in _OPEN else 255 if b in _CLOSE else 0 for b in range(256))
-_WS = re.compile(rb"[ \t\r\n]*")
-_SCALAR = re.compile(rb"[^,\]}\s]*")
-_LONE_SURROGATE = re.compile(
+# Patterns as text, compiled (and kept) by ``re`` on first use: only a line that fails
+# to decode needs them, and start-up loads this module.
+_WS = rb"[ \t\r\n]*"
+_SCALAR = rb"[^,\]}\s]*"
+_LONE_SURROGATE = (
     rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
     rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 )
@@ -72,7 +74,7 @@ def too_deep(line: bytes, limit: int = MAX_DEPTH) -> bool:
 def lone_surrogate(line: bytes) -> tuple[int, str] | None:
     """The first ``\\uD800``-style escape in ``line`` that is half a surrogate pair
     (JSON allows it, UTF-8 cannot carry it): (byte offset, the escape)."""
-    match = _LONE_SURROGATE.search(line.replace(b"\\\\", b"__"))
+    match = re.search(_LONE_SURROGATE, line.replace(b"\\\\", b"__"))
     return None if match is None else (match.start(), match.group().decode())
 
 
@@ -147,8 +149,8 @@ def outline(line: bytes) -> Outline | None:
             return None
 
 
-def _end(pattern: re.Pattern[bytes], s: bytes, i: int) -> int:
-    match = pattern.match(s, i)
+def _end(pattern: bytes, s: bytes, i: int) -> int:
+    match = re.compile(pattern).match(s, i)  # (``re`` keeps the compiled pattern)
     return i if match is None else match.end()
 
 
