@@ -2,7 +2,8 @@
 
 1. ruff on ``acp_agent/``, ``tests/`` and ``tools/``;
 2. mypy --strict on ``acp_agent/`` and ``tests/`` (its cache in ``.mypy_cache`` makes
-   later runs fast);
+   later runs fast), beside the tests: one process on one core, where a fresh clone's
+   ~40 s of it would leave the other core idle; its verdict is printed after theirs;
 3. the whole test suite, two workers per core (pytest-xdist), under coverage; agent and other
    Python subprocesses are measured too (``[tool.coverage.run] patch`` in pyproject.toml);
 4. the coverage report: branch coverage of ``acp_agent/``, which must reach the floor
@@ -20,6 +21,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -32,10 +34,35 @@ def step(title: str, *command: str) -> None:
     print(f"\n==> {title}: {shlex.join(command)}", flush=True)
     started = time.monotonic()
     code = subprocess.run(command, cwd=ROOT).returncode
+    done(title, code, started)
+
+
+def done(title: str, code: int, started: float) -> None:
     verdict = "ok" if code == 0 else f"FAILED (exit status {code})"
     print(f"<== {title}: {verdict} in {time.monotonic() - started:.0f} s", flush=True)
     if code != 0:
         sys.exit(code)
+
+
+class Beside:
+    """A step run beside the next ones, its output kept until :meth:`finish`."""
+
+    def __init__(self, title: str, *command: str) -> None:
+        print(f"\n==> {title} (beside the tests): {shlex.join(command)}", flush=True)
+        self.title = title
+        self.started = time.monotonic()
+        self.output = tempfile.TemporaryFile()  # noqa: SIM115 (read, then closed, in finish)
+        self.proc = subprocess.Popen(command, cwd=ROOT, stdout=self.output,
+                                     stderr=subprocess.STDOUT)  # fmt: skip
+
+    def finish(self) -> None:
+        code = self.proc.wait()
+        self.output.seek(0)
+        print(f"\n==> {self.title}:", flush=True)
+        sys.stdout.buffer.write(self.output.read())
+        sys.stdout.flush()
+        self.output.close()
+        done(self.title, code, self.started)
 
 
 #: Two pytest-xdist workers per processor: most end-to-end tests wait on an agent
@@ -50,7 +77,7 @@ def main(pytest_args: list[str]) -> None:
         "fail_under"
     ]
     step("ruff", PY, "-m", "ruff", "check", "acp_agent", "tests", "tools")
-    step("mypy", PY, "-m", "mypy")
+    mypy = Beside("mypy", PY, "-m", "mypy")
     # Python writes the bytecode it compiles (as an installed package has it): with
     # PYTHONDONTWRITEBYTECODE set (some machines set it for every process) each of the
     # ~750 agent processes the tests start compiled the whole package again (a test of an
@@ -58,7 +85,13 @@ def main(pytest_args: list[str]) -> None:
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     for stale in ROOT.glob(".coverage*"):
         stale.unlink()
-    step("pytest", PY, "-m", "coverage", "run", "-m", "pytest", "-n", str(WORKERS), *pytest_args)
+    try:
+        step("pytest", PY, "-m", "coverage", "run", "-m", "pytest", "-n", str(WORKERS),
+             *pytest_args)  # fmt: skip
+    except SystemExit:
+        mypy.finish()  # (its verdict too, when the tests failed)
+        raise
+    mypy.finish()
     step("coverage combine", PY, "-m", "coverage", "combine", "--quiet")
     report = subprocess.run(
         [PY, "-m", "coverage", "report"], cwd=ROOT, capture_output=True, text=True
