@@ -36,6 +36,7 @@ from .config import Config
 from .engine.probe import known
 from .handlers.agent import Agent
 from .handlers.reload import on_signal
+from .handlers.warmup import IMPORTING
 from .protocol import UNSET
 from .protocol import types as t
 from .rpc.connection import Connection, Route
@@ -72,20 +73,24 @@ def warm(
     interval = sys.getswitchinterval()
     sys.setswitchinterval(WARM_SWITCH_INTERVAL)
     try:
-        late()
+        with IMPORTING:  # (one import at a time: handlers.warmup)
+            late()
         for type_ in params:
             msgspec.json.Decoder(type_)  # the plan is kept on the type
         opened.wait(WARM_GRACE)
         if family.remote:  # its SDK client's TLS context, built beside the SDK's import
-            from .providers import _http
+            with IMPORTING:
+                from .providers import _http
 
-            _http.start()
+                _http.start()
         for module in (*WARM_MODULES, *family.warm):
-            importlib.import_module(module)
-        from .tools import builtin_tools
+            with IMPORTING:
+                importlib.import_module(module)
+        with IMPORTING:
+            from .tools import builtin_tools
 
-        for tool in builtin_tools().tools():
-            tool.spec  # noqa: B018 (imports each tool and builds its JSON Schema once)
+            for tool in builtin_tools().tools():
+                tool.spec  # noqa: B018 (imports each tool and builds its JSON Schema once)
     finally:
         sys.setswitchinterval(interval)
 

@@ -216,3 +216,34 @@ async def test_a_session_opened_connects_its_model_ahead_of_the_prompt(
     assert (asked.method, asked.path) == ("GET", "/v1/models/claude-sonnet-4-5")
     (prompted,) = server.requests
     assert prompted.connection == asked.connection and server.connections == 1
+
+
+async def test_the_late_stages_are_never_imported_beside_another_import(state_dir: str) -> None:
+    """A request's worker thread asking for the session stage or the turn stage while
+    another thread imports (the warm-up's SDK, say) waits for that import to end: two
+    threads importing at once can each hold a module's lock the other needs, and Python
+    then fails one of them (``_DeadlockError``, a turn answered -32603)."""
+    from acp_agent.client import ClientProxy
+    from acp_agent.config import from_mapping
+    from acp_agent.handlers.agent import Agent
+    from acp_agent.handlers.warmup import IMPORTING
+    from acp_agent.rpc.connection import Connection
+    from acp_agent.rpc.framing import LineReader, MemoryPipe
+
+    config = from_mapping({"model": "offline", "state-dir": state_dir})
+    agent = Agent(config, ClientProxy(Connection(LineReader(), MemoryPipe(LineReader()))))
+    built: list[object] = []
+    stages = {"session": agent.services, "turn": lambda: agent.services().turns}
+    try:
+        for name, stage in stages.items():
+            with IMPORTING:  # another thread is importing
+                worker = threading.Thread(target=lambda s=stage: built.append(s()))
+                worker.start()
+                # (a wait that can only show the absence of a race, never fail a right one)
+                worker.join(0.3)
+                assert worker.is_alive() and built == [], name
+            await asyncio.to_thread(worker.join, WAIT)
+            assert len(built) == 1, name
+            built.clear()
+    finally:
+        await agent.shutdown()

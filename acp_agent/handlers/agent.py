@@ -29,7 +29,7 @@ from ..protocol import types as t
 from ..providers.pool import Models
 from ..rpc.connection import Route
 from . import auth, opening
-from .warmup import Warmup
+from .warmup import IMPORTING, Warmup
 
 if TYPE_CHECKING:
     from ..sessions.store import Store
@@ -80,7 +80,7 @@ class Agent:
     def services(self) -> Services:
         """Everything past ``initialize``: built by the warm-up thread or a request."""
         if self._services is None:
-            with self._lock:
+            with IMPORTING, self._lock:  # (one import at a time: handlers.warmup)
                 if self._services is None:
                     global services
                     from . import services  # the late-loaded boundary (see its docstring)

@@ -35,7 +35,7 @@ from ..sessions.session import Session
 from ..sessions.store import Store
 from . import catalog, endpoints, lifecycle, options
 from .background import Background
-from .warmup import Warmup
+from .warmup import IMPORTING, Warmup
 
 if TYPE_CHECKING:
     from . import turnstage
@@ -101,7 +101,7 @@ class Services:
         late-loaded boundary (:mod:`.turnstage`), which the warm-up usually has
         imported by then."""
         if self._turns is None:
-            with self._lock:
+            with IMPORTING, self._lock:  # (one import at a time: handlers.warmup)
                 if self._turns is None:
                     global turnstage
                     from . import turnstage  # the second late-loaded boundary (module doc)

@@ -32,6 +32,7 @@ provider's error.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from threading import Lock, Thread
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,9 @@ _lock = Lock()
 
 
 def start() -> None:
-    """Start building the shared context in a thread of its own (once)."""
+    """Start building the shared context in a thread of its own (once). What builds it is
+    imported here, in the caller's thread: the thread of its own imports nothing, so it
+    never imports beside another thread (``handlers.warmup.IMPORTING``)."""
     global _context
     future: Future[ssl.SSLContext] = Future()
     with _lock:
@@ -58,7 +61,12 @@ def start() -> None:
             return
         _context = future
     try:
-        Thread(target=_build, args=(future,), name="tls-context", daemon=True).start()
+        build = _builder()
+    except Exception as exc:  # no SDK HTTP stack to build with: callers go without
+        future.set_exception(exc)
+        return
+    try:
+        Thread(target=_build, args=(future, build), name="tls-context", daemon=True).start()
     except Exception as exc:  # no thread to be had: never leave a caller waiting
         future.set_exception(exc)
 
@@ -125,18 +133,20 @@ def log_hooks() -> dict[str, list[Any]]:
     return {"request": [sent], "response": [answered]}
 
 
-def _build(future: Future[ssl.SSLContext]) -> None:
+def _build(future: Future[ssl.SSLContext], build: Callable[[], ssl.SSLContext]) -> None:
     try:
-        future.set_result(_default_context())
+        future.set_result(build())
     except Exception as exc:
         future.set_exception(exc)
 
 
-def _default_context() -> ssl.SSLContext:
-    try:  # what the SDKs' httpx2 builds by default (imported here, in the TLS thread)
+def _builder() -> Callable[[], ssl.SSLContext]:
+    """What the SDKs' HTTP stack builds its default context with (imported on the first
+    SDK client's way: the warm-up's, or a provider's)."""
+    try:  # httpx2's, when the SDKs run on it
         from httpcore2 import default_ssl_context
     except ImportError:  # an SDK on classic httpx: what that builds
         import httpx
 
-        return httpx.create_ssl_context()
-    return default_ssl_context()
+        return httpx.create_ssl_context
+    return default_ssl_context

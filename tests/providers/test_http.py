@@ -107,7 +107,7 @@ def test_a_context_that_cannot_be_built_leaves_it_to_the_sdk(
         raise ssl.SSLError("no trust store")
 
     monkeypatch.setattr(_http, "_context", None)
-    monkeypatch.setattr(_http, "_default_context", fail)
+    monkeypatch.setattr(_http, "_builder", lambda: fail)
     assert _http.context() is None
     transport: Any = _http.http_client(openai)._transport  # its own context, our limits
     assert transport._pool._ssl_context is not None
