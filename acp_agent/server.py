@@ -31,12 +31,12 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from . import IMPORTING
 from .client import ClientProxy
 from .config import Config
 from .engine.probe import known
 from .handlers.agent import Agent
 from .handlers.reload import on_signal
-from .handlers.warmup import IMPORTING
 from .protocol import UNSET
 from .protocol import types as t
 from .rpc.connection import Connection, Route
@@ -73,7 +73,7 @@ def warm(
     interval = sys.getswitchinterval()
     sys.setswitchinterval(WARM_SWITCH_INTERVAL)
     try:
-        with IMPORTING:  # (one import at a time: handlers.warmup)
+        with IMPORTING:  # (one import at a time: acp_agent.IMPORTING)
             late()
         for type_ in params:
             msgspec.json.Decoder(type_)  # the plan is kept on the type

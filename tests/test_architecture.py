@@ -33,7 +33,7 @@ MODULES = _modules()
 
 #: The package root holds the process edge and the leaves everything uses; each with why.
 ROOT_MODULES = {
-    "acp_agent": "the package: its version",
+    "acp_agent": "the package: its version, and the lock every import off the event loop holds",
     "acp_agent.__main__": "python -m acp_agent",
     "acp_agent._version": "the version, read by packaging",
     "acp_agent.cli": "the process edge: flags, subcommands (a package: run/chat's flags, "

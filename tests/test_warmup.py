@@ -223,10 +223,10 @@ async def test_the_late_stages_are_never_imported_beside_another_import(state_di
     another thread imports (the warm-up's SDK, say) waits for that import to end: two
     threads importing at once can each hold a module's lock the other needs, and Python
     then fails one of them (``_DeadlockError``, a turn answered -32603)."""
+    from acp_agent import IMPORTING
     from acp_agent.client import ClientProxy
     from acp_agent.config import from_mapping
     from acp_agent.handlers.agent import Agent
-    from acp_agent.handlers.warmup import IMPORTING
     from acp_agent.rpc.connection import Connection
     from acp_agent.rpc.framing import LineReader, MemoryPipe
 

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .. import __version__
+from .. import IMPORTING, __version__
 from ..client import ClientProxy
 from ..config import Config
 from ..errors import InvalidRequest
@@ -29,7 +29,7 @@ from ..protocol import types as t
 from ..providers.pool import Models
 from ..rpc.connection import Route
 from . import auth, opening
-from .warmup import IMPORTING, Warmup
+from .warmup import Warmup
 
 if TYPE_CHECKING:
     from ..sessions.store import Store
@@ -80,7 +80,7 @@ class Agent:
     def services(self) -> Services:
         """Everything past ``initialize``: built by the warm-up thread or a request."""
         if self._services is None:
-            with IMPORTING, self._lock:  # (one import at a time: handlers.warmup)
+            with IMPORTING, self._lock:  # (one import at a time: acp_agent.IMPORTING)
                 if self._services is None:
                     global services
                     from . import services  # the late-loaded boundary (see its docstring)

@@ -24,6 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .. import IMPORTING
 from ..client import ClientProxy
 from ..config import Config, default_state_dir
 from ..engine.childenv import child_environ
@@ -35,7 +36,7 @@ from ..sessions.session import Session
 from ..sessions.store import Store
 from . import catalog, endpoints, lifecycle, options
 from .background import Background
-from .warmup import IMPORTING, Warmup
+from .warmup import Warmup
 
 if TYPE_CHECKING:
     from . import turnstage
@@ -101,7 +102,7 @@ class Services:
         late-loaded boundary (:mod:`.turnstage`), which the warm-up usually has
         imported by then."""
         if self._turns is None:
-            with IMPORTING, self._lock:  # (one import at a time: handlers.warmup)
+            with IMPORTING, self._lock:  # (one import at a time: acp_agent.IMPORTING)
                 if self._turns is None:
                     global turnstage
                     from . import turnstage  # the second late-loaded boundary (module doc)

@@ -16,13 +16,6 @@ from collections.abc import Awaitable, Callable
 
 from .. import log
 
-#: Held by every import of the package's late stages and of the SDKs done off the event
-#: loop (the warm-up thread, a request's worker thread): one such import at a time. Two
-#: threads importing at once can each hold a module's import lock the other needs, and
-#: Python then fails one of them (``_DeadlockError``: seen with the turn stage's
-#: ``importlib.resources`` against the Anthropic SDK's). Taken before any other lock.
-IMPORTING = threading.RLock()
-
 
 class Warmup:
     def __init__(

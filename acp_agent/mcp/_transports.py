@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import log
+from .. import IMPORTING, log
 
 if TYPE_CHECKING:
     from mcp.client import Transport
@@ -51,6 +51,11 @@ async def load_sdk() -> None:
 
 
 def _import_sdk() -> None:
+    with IMPORTING:  # (one import at a time: never beside the warm-up's SDK import)
+        _import_sdk_now()
+
+
+def _import_sdk_now() -> None:
     import httpx2  # noqa: F401
     import mcp.client.sse
     import mcp.client.streamable_http

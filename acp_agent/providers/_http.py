@@ -53,7 +53,7 @@ _lock = Lock()
 def start() -> None:
     """Start building the shared context in a thread of its own (once). What builds it is
     imported here, in the caller's thread: the thread of its own imports nothing, so it
-    never imports beside another thread (``handlers.warmup.IMPORTING``)."""
+    never imports beside another thread (``acp_agent.IMPORTING``)."""
     global _context
     future: Future[ssl.SSLContext] = Future()
     with _lock:
