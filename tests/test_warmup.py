@@ -247,3 +247,37 @@ async def test_the_late_stages_are_never_imported_beside_another_import(state_di
             built.clear()
     finally:
         await agent.shutdown()
+
+
+async def test_callers_waiting_for_the_turn_stage_go_on_in_their_order(state_dir: str) -> None:
+    """Prompts and steers that wait for the turn stage go on in the order they came: the
+    first steer of an idle session is the one that starts a turn (``startedNewTurn``)."""
+    from acp_agent import IMPORTING
+    from acp_agent.client import ClientProxy
+    from acp_agent.config import from_mapping
+    from acp_agent.handlers.agent import Agent
+    from acp_agent.rpc.connection import Connection
+    from acp_agent.rpc.framing import LineReader, MemoryPipe
+
+    config = from_mapping({"model": "offline", "state-dir": state_dir})
+    agent = Agent(config, ClientProxy(Connection(LineReader(), MemoryPipe(LineReader()))))
+    sv = await asyncio.to_thread(agent.services)
+    order: list[int] = []
+
+    async def caller(n: int) -> None:
+        await sv.turns_ready()
+        order.append(n)
+
+    try:
+        IMPORTING.acquire()  # another import is under way: every caller waits
+        try:
+            callers = [asyncio.ensure_future(caller(n)) for n in range(8)]
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert order == []
+        finally:
+            IMPORTING.release()
+        await asyncio.wait_for(asyncio.gather(*callers), WAIT)
+        assert order == list(range(8))
+    finally:
+        await agent.shutdown()

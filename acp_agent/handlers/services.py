@@ -64,6 +64,7 @@ class Services:
     turn_deadlines: dict[asyncio.Timeout, float]
     """The running turns' ``turn-timeout`` deadlines (see ``reload``)."""
     _turns: Turns | None = field(default=None, init=False)
+    _turns_loading: asyncio.Future[Turns] | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     @classmethod
@@ -115,9 +116,13 @@ class Services:
 
     async def turns_ready(self) -> Turns:
         """:attr:`turns`, its stage imported in a worker thread if need be (the warm-up
-        usually has done it: then at once)."""
+        usually has done it: then at once). One worker thread for every caller: they
+        go on in the order they came (a thread each would end in any order, and
+        ``startedNewTurn`` belongs to the first steer)."""
         if self._turns is None:
-            await asyncio.to_thread(lambda: self.turns)
+            if self._turns_loading is None:
+                self._turns_loading = asyncio.ensure_future(asyncio.to_thread(lambda: self.turns))
+            await asyncio.shield(self._turns_loading)
         return self.turns
 
     async def notify(
