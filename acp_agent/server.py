@@ -34,7 +34,7 @@ from typing import Any
 from . import IMPORTING
 from .client import ClientProxy
 from .config import Config
-from .engine.probe import known
+from .engine.probe import known, start_probe
 from .handlers.agent import Agent
 from .handlers.reload import on_signal
 from .protocol import UNSET
@@ -166,8 +166,6 @@ def wire(
     if env.get(COALESCE_ENV, "") not in ("", "0"):
         connection.coalesce["session/update"] = ChunkMerger()
     def late() -> None:  # (the warm-up thread) what opens a session
-        from .engine.probe import start_probe
-
         start_probe()  # a process of its own: runs beside what follows
         services = agent.services()
         services.sessions.ready_store()

@@ -7,6 +7,7 @@ loop; a system prompt built before the first turn follows a mode changed meanwhi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -17,10 +18,16 @@ from typing import Any
 
 import pytest
 
+from acp_agent import IMPORTING
+from acp_agent.client import ClientProxy
+from acp_agent.config import from_mapping
+from acp_agent.handlers.agent import Agent
 from acp_agent.handlers.warmup import Warmup
 from acp_agent.providers._anthropic import AnthropicProvider
 from acp_agent.providers._openai import OpenAIProvider
 from acp_agent.providers._responses import ResponsesProvider
+from acp_agent.rpc.connection import Connection
+from acp_agent.rpc.framing import LineReader, MemoryPipe
 
 from .fakes.llm_server import FakeLLMServer, Finish, Reply, Text
 from .harness import ROOT, AgentProcess
@@ -218,23 +225,25 @@ async def test_a_session_opened_connects_its_model_ahead_of_the_prompt(
     assert prompted.connection == asked.connection and server.connections == 1
 
 
+@contextlib.asynccontextmanager
+async def in_process_agent(state_dir: str) -> AsyncIterator[Agent]:
+    """An agent on the offline model over in-memory pipes, nothing sent to it yet."""
+    config = from_mapping({"model": "offline", "state-dir": state_dir})
+    agent = Agent(config, ClientProxy(Connection(LineReader(), MemoryPipe(LineReader()))))
+    try:
+        yield agent
+    finally:
+        await agent.shutdown()
+
+
 async def test_the_late_stages_are_never_imported_beside_another_import(state_dir: str) -> None:
     """A request's worker thread asking for the session stage or the turn stage while
     another thread imports (the warm-up's SDK, say) waits for that import to end: two
     threads importing at once can each hold a module's lock the other needs, and Python
     then fails one of them (``_DeadlockError``, a turn answered -32603)."""
-    from acp_agent import IMPORTING
-    from acp_agent.client import ClientProxy
-    from acp_agent.config import from_mapping
-    from acp_agent.handlers.agent import Agent
-    from acp_agent.rpc.connection import Connection
-    from acp_agent.rpc.framing import LineReader, MemoryPipe
-
-    config = from_mapping({"model": "offline", "state-dir": state_dir})
-    agent = Agent(config, ClientProxy(Connection(LineReader(), MemoryPipe(LineReader()))))
     built: list[object] = []
-    stages = {"session": agent.services, "turn": lambda: agent.services().turns}
-    try:
+    async with in_process_agent(state_dir) as agent:
+        stages = {"session": agent.services, "turn": lambda: agent.services().turns}
         for name, stage in stages.items():
             with IMPORTING:  # another thread is importing
                 worker = threading.Thread(target=lambda s=stage: built.append(s()))
@@ -245,39 +254,23 @@ async def test_the_late_stages_are_never_imported_beside_another_import(state_di
             await asyncio.to_thread(worker.join, WAIT)
             assert len(built) == 1, name
             built.clear()
-    finally:
-        await agent.shutdown()
 
 
 async def test_callers_waiting_for_the_turn_stage_go_on_in_their_order(state_dir: str) -> None:
     """Prompts and steers that wait for the turn stage go on in the order they came: the
     first steer of an idle session is the one that starts a turn (``startedNewTurn``)."""
-    from acp_agent import IMPORTING
-    from acp_agent.client import ClientProxy
-    from acp_agent.config import from_mapping
-    from acp_agent.handlers.agent import Agent
-    from acp_agent.rpc.connection import Connection
-    from acp_agent.rpc.framing import LineReader, MemoryPipe
-
-    config = from_mapping({"model": "offline", "state-dir": state_dir})
-    agent = Agent(config, ClientProxy(Connection(LineReader(), MemoryPipe(LineReader()))))
-    sv = await asyncio.to_thread(agent.services)
     order: list[int] = []
+    async with in_process_agent(state_dir) as agent:
+        sv = await asyncio.to_thread(agent.services)
 
-    async def caller(n: int) -> None:
-        await sv.turns_ready()
-        order.append(n)
+        async def caller(n: int) -> None:
+            await sv.turns_ready()
+            order.append(n)
 
-    try:
-        IMPORTING.acquire()  # another import is under way: every caller waits
-        try:
+        with IMPORTING:  # another import is under way: every caller waits
             callers = [asyncio.ensure_future(caller(n)) for n in range(8)]
             for _ in range(20):
                 await asyncio.sleep(0)
             assert order == []
-        finally:
-            IMPORTING.release()
         await asyncio.wait_for(asyncio.gather(*callers), WAIT)
         assert order == list(range(8))
-    finally:
-        await agent.shutdown()

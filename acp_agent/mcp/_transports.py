@@ -52,14 +52,10 @@ async def load_sdk() -> None:
 
 def _import_sdk() -> None:
     with IMPORTING:  # (one import at a time: never beside the warm-up's SDK import)
-        _import_sdk_now()
-
-
-def _import_sdk_now() -> None:
-    import httpx2  # noqa: F401
-    import mcp.client.sse
-    import mcp.client.streamable_http
-    import mcp.client.subscriptions  # noqa: F401
+        import httpx2  # noqa: F401
+        import mcp.client.sse
+        import mcp.client.streamable_http
+        import mcp.client.subscriptions  # noqa: F401
 
 
 def base_env() -> dict[str, str]:
